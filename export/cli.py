@@ -1,0 +1,96 @@
+"""The `modelship` command group and the `export-model` entry point.
+
+Subcommands are imported only when invoked, so `--help` stays fast and a client-only command never imports torch.
+Every command is a `GuardedCommand`: a `ModelshipError` becomes one line on stderr (or one JSON object on stdout
+with `--json`) and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import click
+
+from export import __version__
+from export.errors import ModelshipError
+
+# name -> ("module:attribute" of a click.Command, one-line help shown by `modelship --help`)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "inspect": ("export.commands.inspect:inspect_command", "Load a checkpoint, rebuild its model, report every key."),
+    "export": ("export.commands.export:export_command", "Export TorchScript/ONNX (fp32, fp16) and verify parity."),
+    "parity": ("export.commands.parity:parity_command", "Check an export's parity against PyTorch or golden data."),
+    "publish": ("serve.commands.publish:publish_command", "Publish an export to a Triton model repository."),
+    "serve": ("serve.commands.serve:serve_command", "Serve a model repository with a local Triton server."),
+    "infer": ("serve.commands.infer:infer_command", "Classify images with a served model over HTTP or gRPC."),
+    "bench": ("serve.commands.bench:bench_command", "Benchmark export, parity and serving; print ratios."),
+}
+
+
+def emit_json(payload: dict[str, Any]) -> None:
+    """Write the single JSON object a `--json` command owes stdout."""
+    click.echo(json.dumps(payload, indent=2, default=str))
+
+
+class GuardedCommand(click.Command):
+    """A command whose user errors end as one actionable line and a non-zero exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ModelshipError as exc:
+            if ctx.params.get("as_json"):
+                emit_json({"ok": False, "error": str(exc), **exc.details})
+            else:
+                click.secho(f"error: {exc}", fg="red", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
+
+
+def json_option(func: Any) -> Any:
+    """The `--json` flag, stored as `as_json`, shared by every command."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print exactly one JSON object on stdout (also on failure)."
+    )(func)
+
+
+class LazyGroup(click.Group):
+    """Imports a subcommand's module only when that subcommand runs (torch takes seconds to import)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module_name, attr = COMMANDS[cmd_name][0].split(":")
+        return getattr(importlib.import_module(module_name), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, COMMANDS[name][1]) for name in self.list_commands(ctx)])
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="modelship")
+def main() -> None:
+    """modelship: PyTorch checkpoint -> TorchScript/ONNX (fp32, fp16) -> Triton, with parity proven at every step.
+
+    \b
+    Typical flow:
+      modelship inspect ckpt.pt            what is in the checkpoint, which architecture it rebuilds
+      export-model ckpt.pt --onnx --fp16   export and verify against eager PyTorch
+      modelship publish exports/ckpt       write a Triton model repository (model_repo/)
+      modelship serve                      serve it with a local Triton server
+      modelship infer img.jpg --model M    classify images over HTTP or gRPC
+    """
+
+
+def export_model_main() -> None:
+    """Console entry point `export-model`, the same command as `modelship export`."""
+    command = main.get_command(click.Context(main), "export")
+    assert command is not None
+    command.main(prog_name="export-model")

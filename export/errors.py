@@ -1,0 +1,67 @@
+"""One exception hierarchy for every mistake a user can make or fix.
+
+Each error carries a one-line message that names the file or value at fault and, where there is one, the fix
+(`hint`). The CLI prints `error: <message> (<hint>)` and exits with `exit_code`; with `--json` it prints
+`{"ok": false, "error": ..., **details}`. Nothing here imports torch: clients use it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ModelshipError(Exception):
+    """Base of every error a user can act on. Never raised for programming errors."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None, details: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = dict(details or {})
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(ModelshipError):
+    """A bad flag value or combination of flags."""
+
+    exit_code = 2
+
+
+class CheckpointError(ModelshipError):
+    """The checkpoint file is missing, unreadable, unsafe to unpickle, or holds bad weights."""
+
+
+class ArchitectureError(ModelshipError):
+    """The architecture could not be resolved or instantiated."""
+
+
+class KeyMappingError(ModelshipError):
+    """State-dict keys or shapes do not match the architecture (details hold the grouped lists)."""
+
+
+class ExportError(ModelshipError):
+    """TorchScript or ONNX export, or fp16 conversion, failed."""
+
+
+class ParityError(ModelshipError):
+    """An artifact's outputs differ from the reference beyond tolerance, or could not be computed."""
+
+
+class PreprocessError(ModelshipError):
+    """An image could not be read or a preprocessing spec is invalid."""
+
+
+class PublishError(ModelshipError):
+    """Writing to a Triton model repository failed or was refused."""
+
+
+class ServeError(ModelshipError):
+    """The local Triton server could not be started or stopped."""
+
+
+class ClientError(ModelshipError):
+    """A request to a Triton server failed: server down, unknown model, bad shape or dtype."""

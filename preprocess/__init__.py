@@ -1,0 +1,1 @@
+"""modelship preprocess: one image-preprocessing implementation (numpy + Pillow, no torch) used everywhere."""

@@ -1,0 +1,1 @@
+"""modelship serve: publish to a Triton model repository, run a local Triton server, and query it."""

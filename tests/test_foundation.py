@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from export.cli import COMMANDS, main
+from export.errors import ModelshipError, UsageError
+from export.iospec import IOSpec, TensorSpec
+from export.manifest import Artifact, Manifest, Source
+
+
+def test_help_lists_every_command() -> None:
+    result = CliRunner().invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for name in COMMANDS:
+        assert name in result.output
+
+
+def test_tensor_spec_validates_and_round_trips() -> None:
+    spec = TensorSpec("input_ids", ("batch", "sequence"), "int64", (0, 100))
+    assert spec.dynamic_axes == {0: "batch", 1: "sequence"}
+    assert spec.concrete_shape({"batch": 2, "sequence": 7}) == (2, 7)
+    assert TensorSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    with pytest.raises(UsageError):
+        TensorSpec("x", (0,))
+    with pytest.raises(UsageError):
+        TensorSpec("x", (1,), "float99")
+
+
+def test_io_spec_batched_and_unique_names() -> None:
+    io = IOSpec((TensorSpec("image", ("batch", 3, 224, 224)),), (TensorSpec("logits", ("batch", 1000)),))
+    assert io.batched
+    assert IOSpec.from_dict(io.to_dict()) == io
+    with pytest.raises(UsageError):
+        IOSpec((TensorSpec("x", (1,)),), (TensorSpec("x", (1,)),))
+
+
+def test_manifest_round_trip(tmp_path) -> None:
+    io = IOSpec((TensorSpec("image", ("batch", 3, 8, 8)),), (TensorSpec("logits", ("batch", 10)),))
+    manifest = Manifest(
+        name="m",
+        source=Source("ckpt.pt", "ab" * 32, "resnet18"),
+        io=io,
+        artifacts=[Artifact("onnx", "onnx", "fp32", "model.onnx", "cd" * 32, io)],
+    )
+    manifest.write(tmp_path)
+    again = Manifest.read(tmp_path)
+    assert again.to_dict() == manifest.to_dict()
+    assert again.artifact("onnx").file == "model.onnx"
+    with pytest.raises(ModelshipError, match="no artifact"):
+        again.artifact("nope")
+    with pytest.raises(ModelshipError, match=r"no manifest\.json"):
+        Manifest.read(tmp_path / "missing")
