@@ -53,3 +53,18 @@ def test_manifest_round_trip(tmp_path) -> None:
         again.artifact("nope")
     with pytest.raises(ModelshipError, match=r"no manifest\.json"):
         Manifest.read(tmp_path / "missing")
+
+
+def test_flatten_outputs_names() -> None:
+    from collections import namedtuple
+
+    import numpy as np
+
+    from export.outputs import flatten_outputs
+
+    a, b = np.zeros(1), np.ones(1)
+    assert [n for n, _ in flatten_outputs(a)] == ["output"]
+    assert [n for n, _ in flatten_outputs((a, b))] == ["output_0", "output_1"]
+    assert [n for n, _ in flatten_outputs({"logits": a, "aux": (a, b)})] == ["logits", "aux_0", "aux_1"]
+    pair = namedtuple("Pair", "logits aux1")
+    assert [n for n, _ in flatten_outputs(pair(a, b))] == ["logits", "aux1"]
