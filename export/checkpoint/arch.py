@@ -1,0 +1,171 @@
+"""Architecture names and model construction: torchvision names, `timm/NAME`, and `package.module:Factory`.
+
+Canonical names: torchvision's registry name ("resnet50"), "timm/<name>", or the import path as given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import importlib
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator
+from functools import cache
+from typing import Any
+
+import torch
+from torch import nn
+
+from export.errors import ArchitectureError
+
+TIMM_PREFIX = "timm/"
+TORCHVISION_PREFIX = "torchvision/"
+
+
+@cache
+def torchvision_classification_models() -> tuple[str, ...]:
+    import torchvision
+
+    return tuple(torchvision.models.list_models(module=torchvision.models))
+
+
+@cache
+def torchvision_models() -> tuple[str, ...]:
+    import torchvision
+
+    return tuple(torchvision.models.list_models())
+
+
+@cache
+def timm_models() -> tuple[str, ...]:
+    try:
+        import timm
+    except ImportError:
+        return ()
+    return tuple(timm.list_models())
+
+
+def canonical_arch(name: str) -> str:
+    """Validate `name` and return its canonical spelling; unknown names raise with close matches."""
+    name = name.strip()
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        if not module or not attr:
+            raise ArchitectureError(f"--arch {name!r}: an import path must look like package.module:Factory")
+        return name
+    if name.startswith(TIMM_PREFIX):
+        model = name[len(TIMM_PREFIX) :]
+        if not timm_models():
+            raise ArchitectureError(f"--arch {name!r}: timm is not installed", hint="pip install timm")
+        import timm
+
+        if not timm.is_model(model):
+            raise _unknown(name, [TIMM_PREFIX + m for m in timm_models()])
+        return name
+    model = name.removeprefix(TORCHVISION_PREFIX).lower()
+    if model not in torchvision_models():
+        raise _unknown(name, list(torchvision_models()) + [TIMM_PREFIX + m for m in timm_models()])
+    return model
+
+
+def _unknown(name: str, choices: list[str]) -> ArchitectureError:
+    close = difflib.get_close_matches(name, choices, n=4, cutoff=0.6)
+    return ArchitectureError(
+        f"unknown architecture {name!r}" + (f"; did you mean {', '.join(close)}?" if close else ""),
+        hint="use a torchvision name (resnet50), timm/NAME (timm/vit_tiny_patch16_224) or package.module:Factory",
+    )
+
+
+def factory(arch: str) -> Callable[..., nn.Module]:
+    """The callable that builds `arch` (already canonical) from keyword arguments."""
+    if ":" in arch:
+        return _import_factory(arch)
+    if arch.startswith(TIMM_PREFIX):
+        import timm
+
+        return lambda **kwargs: timm.create_model(arch[len(TIMM_PREFIX) :], pretrained=False, **kwargs)
+    import torchvision
+
+    return lambda **kwargs: torchvision.models.get_model(arch, weights=None, **kwargs)
+
+
+def _import_factory(arch: str) -> Callable[..., nn.Module]:
+    module_name, _, attr = arch.partition(":")
+    with _cwd_importable():
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ArchitectureError(
+                f"--arch {arch!r}: cannot import {module_name!r} ({exc})",
+                hint="run from the folder that holds the package, or add it to PYTHONPATH",
+            ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ArchitectureError(f"--arch {arch!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ArchitectureError(f"--arch {arch!r}: {attr!r} is not a class or function")
+    return obj
+
+
+@contextlib.contextmanager
+def _cwd_importable() -> Iterator[None]:
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(cwd)
+
+
+def build_model(arch: str, arch_kwargs: dict[str, Any] | None = None) -> nn.Module:
+    """A real float32 CPU model in eval mode, randomly initialised."""
+    kwargs = dict(arch_kwargs or {})
+    try:
+        with warnings.catch_warnings():
+            # torchvision warns that googlenet/inception init will change; irrelevant: weights are loaded next
+            warnings.filterwarnings("ignore", message="The default weight initialization", category=FutureWarning)
+            model = factory(arch)(**kwargs)
+    except ArchitectureError:
+        raise
+    except Exception as exc:  # the factory is user or library code; any failure means these kwargs do not build it
+        raise ArchitectureError(
+            f"could not build {arch} with arch_kwargs {kwargs} ({type(exc).__name__}: {exc})",
+            hint="check --arch-kwargs against the factory's signature",
+        ) from exc
+    if not isinstance(model, nn.Module):
+        raise ArchitectureError(f"{arch} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model.float().eval()
+
+
+@contextlib.contextmanager
+def _parameters_on_meta() -> Iterator[None]:
+    """Move every parameter to the meta device as it is registered (for models whose __init__ computes with
+    tensors, which the meta device context cannot run, e.g. torchvision's RegNet)."""
+    original = nn.Module.register_parameter
+
+    def register(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        original(module, name, param)
+        if param is not None:
+            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+    nn.Module.register_parameter = register  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter = original  # type: ignore[method-assign]
+
+
+def build_on_meta(arch: str, arch_kwargs: dict[str, Any] | None = None) -> nn.Module:
+    """The model's structure without allocating weights (shapes and key names only)."""
+    try:
+        with torch.device("meta"):
+            return build_model(arch, arch_kwargs)
+    except ArchitectureError:
+        with _parameters_on_meta():
+            return build_model(arch, arch_kwargs)

@@ -1,0 +1,220 @@
+"""Recognise an architecture from a state dict's key names and tensor shapes.
+
+Each candidate (every torchvision classification model, and timm models whose pretrained config names a first
+conv and classifier present in the checkpoint) is built once on the meta device with an unusual class count
+(PROBE_CLASSES); the tensors whose shape carries that count are its head. Its signature is a hash of the other
+keys and shapes (the body) plus the head's shapes with the class dimension left open, so one checkpoint lookup
+finds exact matches, infers num_classes from the head, and also spots a checkpoint whose head was stripped.
+Signatures are cached in the process and on disk (~/.cache/modelship, keyed by torch/torchvision/timm versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from export.checkpoint.arch import TIMM_PREFIX, build_on_meta, timm_models, torchvision_classification_models
+from export.checkpoint.keymap import strip_all_wrappers
+from export.errors import ArchitectureError
+
+PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
+Shapes = dict[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Signature:
+    arch: str
+    body: str  # sha1 of the sorted non-head (key, shape) pairs, keys without wrapper prefixes
+    head: dict[str, list[int]]  # head key -> shape, -1 where the class count goes
+    default_num_classes: int
+    keys: int
+
+
+@dataclass
+class Match:
+    arch: str
+    arch_kwargs: dict[str, Any]
+    num_classes: int | None  # None when the checkpoint has no head
+    head_keys: list[str]
+
+
+@dataclass
+class FingerprintResult:
+    matches: list[Match] = field(default_factory=list)
+    headless: list[Match] = field(default_factory=list)  # body matches, head absent from the checkpoint
+    candidates: int = 0
+    built: int = 0  # signatures computed now (not from a cache)
+    seconds: float = 0.0
+
+
+def body_hash(shapes: Shapes) -> str:
+    text = "\n".join(f"{key}:{','.join(map(str, shape))}" for key, shape in sorted(shapes.items()))
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+def compute_signature(arch: str) -> Signature | None:
+    """Build `arch` on the meta device with PROBE_CLASSES outputs; None when it cannot be built that way."""
+    try:
+        model = build_on_meta(arch, {"num_classes": PROBE_CLASSES})
+    except ArchitectureError:
+        return None
+    shapes = {strip_all_wrappers(k): tuple(v.shape) for k, v in model.state_dict().items()}
+    head = {k: [-1 if d == PROBE_CLASSES else d for d in s] for k, s in shapes.items() if PROBE_CLASSES in s}
+    if not head:
+        return None
+    body = {k: s for k, s in shapes.items() if k not in head}
+    return Signature(arch, body_hash(body), head, _default_num_classes(arch), len(shapes))
+
+
+def _default_num_classes(arch: str) -> int:
+    if arch.startswith(TIMM_PREFIX):
+        from timm.models import get_pretrained_cfg
+
+        cfg = get_pretrained_cfg(arch[len(TIMM_PREFIX) :])
+        return int(cfg.num_classes) if cfg is not None and cfg.num_classes is not None else 1000
+    return 1000
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MODELSHIP_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "modelship"
+    )
+    return Path(root)
+
+
+@cache
+def _versions() -> str:
+    import torch
+    import torchvision
+
+    parts = [f"torch{torch.__version__}", f"tv{torchvision.__version__}"]
+    if timm_models():
+        import timm
+
+        parts.append(f"timm{timm.__version__}")
+    return "-".join(parts).replace("+", "_")
+
+
+class SignatureStore:
+    """Per-process dict backed by one JSON file per library-version combination."""
+
+    def __init__(self) -> None:
+        self._memory: dict[str, Signature | None] = {}
+        self._loaded_from: Path | None = None
+
+    def _file(self) -> Path:
+        return cache_dir() / f"fingerprints-{_versions()}.json"
+
+    def _load_disk(self) -> None:
+        path = self._file()
+        if self._loaded_from == path:
+            return
+        self._loaded_from = path
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return
+        for arch, sig in data.items():
+            self._memory.setdefault(arch, Signature(**sig) if sig else None)
+
+    def get_many(self, archs: list[str], progress: Callable[[int, int], None] | None = None) -> tuple[list, int]:
+        """Signatures for `archs` (None for unbuildable ones) and how many had to be computed."""
+        self._load_disk()
+        todo = [a for a in archs if a not in self._memory]
+        for done, arch in enumerate(todo, 1):
+            self._memory[arch] = compute_signature(arch)
+            if progress:
+                progress(done, len(todo))
+        if todo:
+            self._save()
+        return [self._memory[a] for a in archs], len(todo)
+
+    def _save(self) -> None:
+        path = self._file()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with FileLock(str(path) + ".lock", timeout=30):
+                try:
+                    on_disk = json.loads(path.read_text())
+                except (OSError, json.JSONDecodeError):
+                    on_disk = {}
+                on_disk.update({a: asdict(s) if s else None for a, s in self._memory.items()})
+                tmp = path.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(on_disk))
+                tmp.replace(path)
+        except OSError:
+            return  # an unwritable cache only costs time
+
+
+STORE = SignatureStore()
+
+
+def timm_candidates(keys: set[str]) -> list[str]:
+    """timm models whose pretrained config's first conv (and classifier, when the checkpoint has a head) exist."""
+    if not timm_models():
+        return []
+    from timm.models import get_pretrained_cfg
+
+    chosen = []
+    for name in timm_models():
+        cfg = get_pretrained_cfg(name)
+        if cfg is None or not cfg.first_conv:
+            continue
+        convs = [cfg.first_conv] if isinstance(cfg.first_conv, str) else list(cfg.first_conv)
+        if any(f"{conv}.weight" in keys for conv in convs):
+            chosen.append(TIMM_PREFIX + name)
+    return chosen
+
+
+def fingerprint(
+    shapes: Shapes, *, include_timm: bool = True, progress: Callable[[int, int], None] | None = None
+) -> FingerprintResult:
+    """Every candidate architecture whose keys and shapes equal the checkpoint's (wrapper prefixes ignored)."""
+    start = time.perf_counter()
+    normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
+    archs = list(torchvision_classification_models())
+    if include_timm:
+        archs += timm_candidates(set(normalized))
+    signatures, built = STORE.get_many(archs, progress)
+    result = FingerprintResult(candidates=len(archs), built=built)
+    by_head: dict[frozenset[str], list[Signature]] = {}
+    for sig in signatures:
+        if sig is not None and sig.keys - len(sig.head) <= len(normalized) <= sig.keys:
+            by_head.setdefault(frozenset(sig.head), []).append(sig)
+    for head_keys, sigs in by_head.items():
+        body = body_hash({k: s for k, s in normalized.items() if k not in head_keys})
+        present = head_keys & normalized.keys()
+        for sig in (s for s in sigs if s.body == body):
+            if not present:
+                result.headless.append(Match(sig.arch, {}, None, sorted(head_keys)))
+                continue
+            num_classes = _head_classes(sig, normalized) if present == head_keys else None
+            if num_classes is not None:
+                kwargs = {} if num_classes == sig.default_num_classes else {"num_classes": num_classes}
+                result.matches.append(Match(sig.arch, kwargs, num_classes, sorted(head_keys)))
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _head_classes(sig: Signature, shapes: Shapes) -> int | None:
+    """The class count the checkpoint's head implies, or None when its shapes do not fit the signature."""
+    counts = set()
+    for key, template in sig.head.items():
+        shape = shapes[key]
+        if len(shape) != len(template):
+            return None
+        for want, got in zip(template, shape, strict=True):
+            if want == -1:
+                counts.add(got)
+            elif want != got:
+                return None
+    return counts.pop() if len(counts) == 1 else None

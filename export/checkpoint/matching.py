@@ -1,0 +1,88 @@
+"""Strict comparison of a state dict against a model's: missing, unexpected, shape mismatches, grouped for people."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+Shapes = dict[str, tuple[int, ...]]
+
+# Keys a model may lack in the checkpoint without changing its eval-mode outputs (BatchNorm's counter is only
+# used in train mode with momentum=None); reported as allowed, never silently.
+HARMLESS_MISSING = ("*.num_batches_tracked",)
+
+
+@dataclass
+class KeyComparison:
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    shape_mismatches: list[dict[str, Any]] = field(default_factory=list)
+    allowed_missing: list[str] = field(default_factory=list)
+    allowed_unexpected: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.shape_mismatches)
+
+
+def compare_keys(
+    checkpoint: Shapes,
+    model: Shapes,
+    allow_missing: Iterable[str] = (),
+    allow_unexpected: Iterable[str] = (),
+) -> KeyComparison:
+    """Compare key sets and shapes; keys matching an allow glob move to the `allowed_*` lists."""
+    result = KeyComparison()
+    allow_missing = (*HARMLESS_MISSING, *allow_missing)
+    for key in model:
+        if key not in checkpoint:
+            allowed = any(fnmatch.fnmatchcase(key, glob) for glob in allow_missing)
+            (result.allowed_missing if allowed else result.missing).append(key)
+    for key in checkpoint:
+        if key not in model:
+            allowed = any(fnmatch.fnmatchcase(key, glob) for glob in allow_unexpected)
+            (result.allowed_unexpected if allowed else result.unexpected).append(key)
+        elif tuple(checkpoint[key]) != tuple(model[key]):
+            result.shape_mismatches.append({"key": key, "checkpoint": list(checkpoint[key]), "model": list(model[key])})
+    return result
+
+
+def group_keys(keys: list[str], max_groups: int = 8) -> list[tuple[str, int]]:
+    """(module prefix, count) groups, as deep as possible while at most `max_groups` groups remain."""
+    if not keys:
+        return []
+    modules = [key.rpartition(".")[0].split(".") if "." in key else [key] for key in keys]
+    for depth in range(max(len(m) for m in modules), 0, -1):
+        counts: dict[str, int] = {}
+        for parts in modules:
+            prefix = ".".join(parts[:depth])
+            counts[prefix] = counts.get(prefix, 0) + 1
+        if len(counts) <= max_groups or depth == 1:
+            return list(counts.items())
+    raise AssertionError("unreachable")
+
+
+def summarize(keys: list[str], max_groups: int = 6) -> str:
+    """'layer4 (10), fc (2)': a one-line grouped summary; extra groups folded into '+N more'."""
+    groups = group_keys(keys, max_groups)
+    shown = ", ".join(f"{prefix} ({count})" for prefix, count in groups[:max_groups])
+    return shown + (f", +{len(groups) - max_groups} more groups" if len(groups) > max_groups else "")
+
+
+def describe_problems(comparison: KeyComparison) -> str:
+    """One line naming every kind of mismatch with grouped counts."""
+    parts = []
+    if comparison.missing:
+        parts.append(f"{len(comparison.missing)} missing keys [{summarize(comparison.missing)}]")
+    if comparison.unexpected:
+        parts.append(f"{len(comparison.unexpected)} unexpected keys [{summarize(comparison.unexpected)}]")
+    if comparison.shape_mismatches:
+        first = comparison.shape_mismatches[0]
+        parts.append(
+            f"{len(comparison.shape_mismatches)} shape mismatches "
+            f"[{summarize([m['key'] for m in comparison.shape_mismatches])}; e.g. {first['key']}: checkpoint "
+            f"{tuple(first['checkpoint'])} vs model {tuple(first['model'])}]"
+        )
+    return "; ".join(parts)

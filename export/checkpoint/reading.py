@@ -1,0 +1,313 @@
+"""Reading checkpoint files safely and finding the weights inside them.
+
+Every torch file is read with `torch.load(weights_only=True)`: tensors, containers and a short list of data-only
+classes (argparse.Namespace, numpy scalars) - never arbitrary objects. A file that needs more (a pickled whole
+module, or anything with a code-carrying global) is refused unless the user passes `--trust-checkpoint`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pickle
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file as load_safetensors
+
+from export.errors import CheckpointError, UsageError
+
+METADATA_KEYS = ("arch", "arch_kwargs", "io", "preprocess", "labels")
+STATE_KEYS = ("state_dict", "model", "model_state_dict", "module", "net", "network")
+EMA_KEYS = ("state_dict_ema", "model_ema", "ema")  # timm's order; EMA wins when present, as in timm
+
+# Classes that training scripts put beside the weights and that rebuild from plain data without running code.
+DATA_ONLY_GLOBALS: list[Any] = [
+    argparse.Namespace,  # timm's train.py saves its args
+    np.core.multiarray.scalar,  # numpy floats/ints logged as metrics
+    np.dtype,
+    *{type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"},
+]
+
+
+@dataclass
+class RawCheckpoint:
+    """One checkpoint file as read: its top-level object and, for safetensors, the header metadata."""
+
+    path: Path
+    format: str  # "torch" | "torch-legacy" | "safetensors" | "pickle (trusted)"
+    content: Any
+    header_metadata: dict[str, str] = field(default_factory=dict)
+    trusted_module: torch.nn.Module | None = None
+
+
+@dataclass
+class Selection:
+    """The state dict chosen inside a checkpoint and why."""
+
+    state_dict: dict[str, torch.Tensor]
+    state_key: str | None
+    ema: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def is_safetensors(path: Path) -> bool:
+    """True when the file starts with a safetensors header (8-byte length, then a JSON object)."""
+    with path.open("rb") as handle:
+        head = handle.read(9)
+    return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size
+
+
+def read_checkpoint(path: Path, *, trust: bool = False) -> RawCheckpoint:
+    """Read a checkpoint file without executing anything it contains (unless `trust`)."""
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such file", hint="check the checkpoint path")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not a file", hint="pass the checkpoint file itself, not a folder")
+    if path.stat().st_size == 0:
+        raise CheckpointError(f"{path}: the file is empty", hint="the save was interrupted; copy or save it again")
+    if path.suffix == ".safetensors" or is_safetensors(path):
+        return _read_safetensors(path)
+    return _read_torch(path, trust)
+
+
+def _read_safetensors(path: Path) -> RawCheckpoint:
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            header = dict(handle.metadata() or {})
+        tensors = load_safetensors(str(path), device="cpu")
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"{path}: not a readable safetensors file ({exc})", hint="the file is truncated or corrupt; save it again"
+        ) from exc
+    return RawCheckpoint(path, "safetensors", tensors, header_metadata=header)
+
+
+def _read_torch(path: Path, trust: bool) -> RawCheckpoint:
+    fmt = "torch" if zipfile.is_zipfile(path) else "torch-legacy"
+    try:
+        with torch.serialization.safe_globals(DATA_ONLY_GLOBALS):
+            content = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "Weights only load failed" not in str(exc):
+            raise _unreadable(path, exc) from exc
+        if not trust:
+            raise _unsafe(path) from None
+        return _read_trusted(path)
+    except (RuntimeError, EOFError, KeyError, ValueError, OSError) as exc:
+        raise _unreadable(path, exc) from exc
+    return RawCheckpoint(path, fmt, content)
+
+
+def _unreadable(path: Path, exc: BaseException) -> CheckpointError:
+    reason = str(exc).split(". ")[0].strip() or type(exc).__name__
+    return CheckpointError(
+        f"{path}: truncated, corrupt or not a PyTorch checkpoint ({reason})",
+        hint="check the file is complete (compare its size or sha256 with the original) and was written by "
+        "torch.save or safetensors",
+    )
+
+
+def _unsafe(path: Path) -> CheckpointError:
+    try:
+        found = torch.serialization.get_unsafe_globals_in_checkpoint(path)
+    except (RuntimeError, ValueError):
+        found = []
+    unsafe = [name for name in found if name not in {_qualname(g) for g in DATA_ONLY_GLOBALS}]
+    shown = ", ".join(unsafe[:4]) + (f" and {len(unsafe) - 4} more" if len(unsafe) > 4 else "")
+    module = any(name.startswith("torch.nn.modules") for name in unsafe) or any(
+        name.split(".")[-1][:1].isupper() and ".models." in name for name in unsafe
+    )
+    what = "a whole pickled model (torch.save(model))" if module else "pickled Python objects"
+    return CheckpointError(
+        f"{path}: refusing to unpickle {what} - loading it would run code named in the file"
+        + (f" ({shown})" if shown else ""),
+        hint="re-save only the weights with torch.save(model.state_dict(), path); or, only if you trust where the "
+        "file came from, pass --trust-checkpoint",
+        details={"unsafe_globals": unsafe},
+    )
+
+
+def _qualname(obj: Any) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _read_trusted(path: Path) -> RawCheckpoint:
+    """The one place a checkpoint is fully unpickled: the user passed --trust-checkpoint."""
+    try:
+        content = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # arbitrary code ran; any failure is the file's
+        raise CheckpointError(
+            f"{path}: unpickling failed even with --trust-checkpoint ({type(exc).__name__}: {exc})",
+            hint="the classes it names must be importable: run from the training project's folder",
+        ) from exc
+    if isinstance(content, torch.nn.Module):
+        return RawCheckpoint(path, "pickle (trusted)", content.state_dict(), trusted_module=content)
+    return RawCheckpoint(path, "pickle (trusted)", content)
+
+
+def tensor_entries(obj: Any) -> dict[str, torch.Tensor] | None:
+    """The tensors of a state-dict-like mapping (tensors, plus at most the metadata keys), else None."""
+    if not isinstance(obj, Mapping) or not obj:
+        return None
+    tensors = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, torch.Tensor)}
+    others = set(obj) - set(tensors)
+    if not tensors or not others <= set(METADATA_KEYS):
+        return None
+    return tensors
+
+
+def select_state_dict(content: Any, state_key: str | None = None) -> Selection:
+    """Find the weights: `state_key` (dotted for nesting) if given, else top level, else EMA, else the usual keys."""
+    if state_key is not None:
+        return _select_explicit(content, state_key)
+    tensors = tensor_entries(content)
+    if tensors is not None:
+        return Selection(tensors, None, False)
+    if not isinstance(content, Mapping):
+        raise CheckpointError(
+            f"checkpoint holds a {type(content).__name__}, not a state dict or a dict containing one",
+            hint="save model.state_dict() (or a dict with it under 'state_dict')",
+        )
+    found = _search(content, prefix="")
+    if found is None:
+        keys = ", ".join(repr(k) for k in list(content)[:12])
+        raise CheckpointError(
+            f"no weights found under any usual key (top-level keys: {keys})",
+            hint="pass --state-key KEY naming the entry that holds the state dict",
+        )
+    key, tensors = found
+    ema = key.split(".")[-1] in EMA_KEYS
+    notes = []
+    if ema:
+        raw = next((k for k in STATE_KEYS if tensor_entries(content.get(k)) is not None), None)
+        notes.append(
+            f"using the EMA weights under '{key}' (as timm does)"
+            + (f"; the raw weights are under '{raw}': pass --state-key {raw} to use them" if raw else "")
+        )
+    return Selection(tensors, key, ema, notes)
+
+
+def _search(content: Mapping, prefix: str, depth: int = 0) -> tuple[str, dict[str, torch.Tensor]] | None:
+    for key in EMA_KEYS + STATE_KEYS:
+        if key not in content:
+            continue
+        value = content[key]
+        tensors = tensor_entries(value)
+        if tensors is not None:
+            return prefix + key, tensors
+        if isinstance(value, Mapping) and depth < 1:
+            nested = _search(value, prefix + key + ".", depth + 1)
+            if nested is not None:
+                return nested
+    return None
+
+
+def _select_explicit(content: Any, state_key: str) -> Selection:
+    node = content
+    for part in [state_key] if isinstance(content, Mapping) and state_key in content else state_key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            available = ", ".join(repr(k) for k in list(node)[:12]) if isinstance(node, Mapping) else "none"
+            raise UsageError(
+                f"--state-key {state_key!r}: no entry {part!r} in the checkpoint (keys there: {available})",
+                hint="run `modelship inspect CKPT` to see the container's keys",
+            )
+        node = node[part]
+    tensors = tensor_entries(node)
+    if tensors is None:
+        raise UsageError(
+            f"--state-key {state_key!r} holds a {type(node).__name__}, not a dict of tensors",
+            hint="name the entry that maps parameter names to tensors",
+        )
+    return Selection(tensors, state_key, state_key.split(".")[-1] in EMA_KEYS, [f"weights from '{state_key}' (flag)"])
+
+
+def describe_container(content: Any) -> list[dict[str, Any]]:
+    """One row per top-level entry: key, kind, summary (what `inspect` prints as the container structure)."""
+    if not isinstance(content, Mapping):
+        return [{"key": "", "kind": type(content).__name__, "summary": ""}]
+    if tensor_entries(content) is not None:
+        return [{"key": "(top level)", "kind": "state dict", "summary": f"{len(content)} entries"}]
+    return [{"key": str(key), **_describe(value)} for key, value in content.items()]
+
+
+def _describe(value: Any) -> dict[str, str]:
+    tensors = tensor_entries(value)
+    if tensors is not None:
+        return {"kind": "state dict", "summary": f"{len(tensors)} tensors"}
+    if isinstance(value, torch.Tensor):
+        return {"kind": "tensor", "summary": f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"}
+    if isinstance(value, Mapping):
+        shown = ", ".join(str(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        return {"kind": "dict", "summary": f"{len(value)} keys: {shown}"}
+    if isinstance(value, (list, tuple)):
+        return {"kind": type(value).__name__, "summary": f"{len(value)} items"}
+    text = repr(value)
+    return {"kind": type(value).__name__, "summary": text if len(text) <= 60 else text[:57] + "..."}
+
+
+def checkpoint_metadata(raw: RawCheckpoint) -> dict[str, Any]:
+    """Metadata stored in the checkpoint: METADATA_KEYS beside the weights, or in the safetensors header.
+
+    Lightning's `hyper_parameters['arch']` (and `arch_kwargs`) count too when no top-level `arch` is present.
+    """
+    if raw.header_metadata:
+        return {k: _maybe_json(v) for k, v in raw.header_metadata.items() if k in METADATA_KEYS}
+    content = raw.content
+    if not isinstance(content, Mapping):
+        return {}
+    found = {k: content[k] for k in METADATA_KEYS if k in content and not isinstance(content[k], torch.Tensor)}
+    hparams = content.get("hyper_parameters")
+    if "arch" not in found and isinstance(hparams, Mapping) and isinstance(hparams.get("arch"), str):
+        found["arch"] = hparams["arch"]
+        if isinstance(hparams.get("arch_kwargs"), Mapping):
+            found["arch_kwargs"] = dict(hparams["arch_kwargs"])
+    return found
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def sidecar_path(checkpoint: Path) -> Path:
+    """`model.pt` -> `model.pt.json`."""
+    return checkpoint.with_name(checkpoint.name + ".json")
+
+
+def read_sidecar(checkpoint: Path) -> dict[str, Any]:
+    path = sidecar_path(checkpoint)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: sidecar is not valid JSON ({exc})", hint="fix or delete the sidecar") from exc
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: sidecar must hold a JSON object", hint="see docs/checkpoints.md")
+    return data
+
+
+def write_sidecar(ckpt_path: Path | str, arch: str, arch_kwargs: dict[str, Any] | None = None, **extra: Any) -> Path:
+    """Write `<ckpt>.json` with `arch`, `arch_kwargs` and any extra metadata (io, preprocess, labels, ...)."""
+    path = sidecar_path(Path(ckpt_path))
+    payload = {"arch": arch, "arch_kwargs": dict(arch_kwargs or {}), **extra}
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
+    return path

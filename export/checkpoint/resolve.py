@@ -1,0 +1,138 @@
+"""Which architecture to build: --arch, else checkpoint metadata, else the sidecar, else the fingerprint."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from export.checkpoint.arch import TIMM_PREFIX, canonical_arch, timm_models
+from export.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
+from export.checkpoint.reading import sidecar_path
+from export.errors import ArchitectureError, ModelshipError
+
+Shapes = dict[str, tuple[int, ...]]
+
+
+@dataclass
+class ArchChoice:
+    arch: str
+    arch_kwargs: dict[str, Any]
+    source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint"
+    detail: str
+    candidates: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def timm_train_args(content: Any) -> dict[str, Any] | None:
+    """`arch`/`arch_kwargs` from the `args` timm's train.py saves beside the weights (model name, num_classes)."""
+    args = content.get("args") if isinstance(content, Mapping) else None
+    if isinstance(args, argparse.Namespace):
+        args = vars(args)
+    if not isinstance(args, Mapping) or not isinstance(args.get("model"), str) or not timm_models():
+        return None
+    kwargs = {"num_classes": args["num_classes"]} if isinstance(args.get("num_classes"), int) else {}
+    return {"arch": TIMM_PREFIX + args["model"], "arch_kwargs": kwargs}
+
+
+def resolve_arch(
+    *,
+    flag: str | None,
+    flag_kwargs: dict[str, Any] | None,
+    checkpoint_meta: dict[str, Any],
+    sidecar_meta: dict[str, Any],
+    timm_args: dict[str, Any] | None,
+    shapes: Shapes,
+    checkpoint_name: str,
+    progress: Callable[[int, int], None] | None = None,
+) -> ArchChoice:
+    """Resolve in order: flag, checkpoint metadata (incl. timm train args), sidecar, fingerprint."""
+    if flag:
+        return ArchChoice(canonical_arch(flag), dict(flag_kwargs or {}), "flag", "--arch")
+    notes: list[str] = []
+    sources = [
+        ("checkpoint", checkpoint_meta, "'arch' stored in the checkpoint"),
+        ("checkpoint", timm_args or {}, "timm train.py args stored in the checkpoint"),
+        ("sidecar", sidecar_meta, f"sidecar {sidecar_path(Path(checkpoint_name)).name}"),
+    ]
+    for source, meta, detail in sources:
+        if not isinstance(meta.get("arch"), str):
+            continue
+        try:
+            arch = canonical_arch(meta["arch"])
+        except ModelshipError as exc:
+            notes.append(f"ignored {detail}: {exc.message}")
+            continue
+        kwargs = dict(meta.get("arch_kwargs") or {})
+        if flag_kwargs:
+            kwargs.update(flag_kwargs)
+        return ArchChoice(arch, kwargs, source, detail, notes=notes)
+    return _from_fingerprint(shapes, flag_kwargs, checkpoint_name, notes, progress)
+
+
+def _from_fingerprint(
+    shapes: Shapes,
+    flag_kwargs: dict[str, Any] | None,
+    checkpoint_name: str,
+    notes: list[str],
+    progress: Callable[[int, int], None] | None,
+) -> ArchChoice:
+    result = fingerprint(shapes, progress=progress)
+    searched = f"{result.candidates} candidate architectures ({result.seconds:.2f} s, {result.built} built now)"
+    torchvision = [m for m in result.matches if not m.arch.startswith(TIMM_PREFIX)]
+    tier = torchvision or result.matches
+    if len(tier) == 1:
+        match = tier[0]
+        others = [m.arch for m in result.matches if m is not match]
+        if others:
+            notes.append(
+                f"the same keys and shapes also fit {', '.join(others)}: torchvision is preferred; "
+                "pass --arch if the checkpoint was trained with one of those"
+            )
+        kwargs = {**match.arch_kwargs, **(flag_kwargs or {})}
+        head_key = next((k for k in match.head_keys if k.endswith("weight")), match.head_keys[0])
+        head = f"num_classes={match.num_classes} from {head_key}"
+        return ArchChoice(
+            match.arch,
+            kwargs,
+            "fingerprint",
+            f"key names and shapes match {match.arch} ({head}); searched {searched}",
+            [m.arch for m in result.matches],
+            notes,
+        )
+    raise _no_unique_match(result, tier, checkpoint_name, searched)
+
+
+def _no_unique_match(
+    result: FingerprintResult, tier: list[Match], checkpoint_name: str, searched: str
+) -> ArchitectureError:
+    details = {
+        "candidates": [m.arch for m in tier],
+        "headless_candidates": [m.arch for m in result.headless],
+        "fingerprint_seconds": round(result.seconds, 3),
+    }
+    if tier:
+        names = ", ".join(f"{m.arch} {m.arch_kwargs or ''}".strip() for m in tier)
+        return ArchitectureError(
+            f"{checkpoint_name}: keys and shapes match {len(tier)} architectures: {names}",
+            hint=f"choose one with --arch, e.g. --arch {tier[0].arch}",
+            details=details,
+        )
+    if result.headless:
+        head = result.headless[0]
+        globs = sorted({key.rpartition(".")[0] + ".*" for key in head.head_keys})
+        allow = " ".join(f"--allow-missing '{g}'" for g in globs)
+        return ArchitectureError(
+            f"{checkpoint_name}: no classifier head; the rest matches "
+            + ", ".join(m.arch for m in result.headless[:5]),
+            hint=f"to load it with a freshly initialised head: --arch {head.arch} {allow}",
+            details=details,
+        )
+    return ArchitectureError(
+        f"{checkpoint_name}: architecture not recognised among {searched}",
+        hint="pass --arch (torchvision name, timm/NAME or package.module:Factory) and --arch-kwargs, "
+        "or write a sidecar (see docs/checkpoints.md)",
+        details=details,
+    )
