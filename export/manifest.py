@@ -87,6 +87,7 @@ class Manifest:
     preprocess: dict[str, Any] | None = None
     labels: list[str] | None = None
     golden: str | None = None
+    timings: list[dict[str, Any]] = field(default_factory=list)  # {"step", "artifact", "seconds"} per step
     tool_version: str = ""
     created: str = ""
     schema_version: int = SCHEMA_VERSION
@@ -109,6 +110,7 @@ class Manifest:
             "preprocess": self.preprocess,
             "labels": self.labels,
             "golden": self.golden,
+            "timings": self.timings,
             "artifacts": [a.to_dict() for a in self.artifacts],
         }
 
@@ -122,6 +124,7 @@ class Manifest:
             preprocess=data.get("preprocess"),
             labels=data.get("labels"),
             golden=data.get("golden"),
+            timings=data.get("timings", []),
             tool_version=data.get("tool_version", ""),
             created=data.get("created", ""),
             schema_version=data.get("schema_version", SCHEMA_VERSION),

@@ -1,0 +1,257 @@
+"""`export-model CKPT` (= `modelship export`): export TorchScript/ONNX, fp32 and fp16, each verified against eager."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.status import Status
+from rich.table import Table
+
+from export.cli import GuardedCommand, emit_json, json_option
+from export.commands.loader_options import load_options_from, loader_options
+from export.errors import ParityError, PublishError, UsageError
+
+DEFAULT_OUT = Path("exports")
+
+
+class ProgressListener:
+    """A spinner per running step and one line with its time when it ends, on stderr."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._status: Status | None = None
+
+    def started(self, step: str) -> None:
+        self._status = self.console.status(step)
+        self._status.start()
+
+    def finished(self, step: str, seconds: float, ok: bool) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+        mark = "[green]✓[/]" if ok else "[red]✗[/]"
+        self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
+
+
+def _csv_ints(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from None
+
+
+@click.command("export", cls=GuardedCommand)
+@loader_options
+@click.option("--torchscript", is_flag=True, help="Export TorchScript (model.pt). Neither format flag: both.")
+@click.option("--onnx", "onnx_", is_flag=True, help="Export ONNX (model.onnx). Neither format flag: both.")
+@click.option("--fp16", is_flag=True, help="Also write an fp16 variant of each format (model.fp16.pt/.onnx).")
+@click.option("--fp16-io", is_flag=True, help="fp16 ONNX takes and returns float16 (default: float32 I/O).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_OUT,
+    show_default=True,
+    help="Folder that holds exports; this one goes to OUT/NAME.",
+)
+@click.option("--name", default=None, help="Export (and Triton model) name. Default: the checkpoint's file stem.")
+@click.option("--opset", type=int, default=None, help="ONNX opset. Default: the highest the target Triton loads (21).")
+@click.option(
+    "--exporter",
+    type=click.Choice(["dynamo", "legacy"]),
+    default="dynamo",
+    show_default=True,
+    help="ONNX exporter: torch.export based (dynamo) or TorchScript-based (legacy).",
+)
+@click.option(
+    "--trace",
+    is_flag=True,
+    help="TorchScript by torch.jit.trace instead of script (bakes in data-dependent control flow).",
+)
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    metavar="SPEC",
+    help="Describe one forward() input as name:dims:dtype[:low..high], e.g. "
+    "input_ids:batch,sequence:int64:0..1000 (repeat per input; axis=N sets an example size).",
+)
+@click.option("--dynamic", default="", metavar="AXES", help="Axes made dynamic besides batch, e.g. height,width.")
+@click.option(
+    "--batch-sizes",
+    default="1,7",
+    show_default=True,
+    callback=_csv_ints,
+    help="Batch sizes every artifact is verified at (at least two different).",
+)
+@click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-4).")
+@click.option("--rtol", type=float, default=None, help="fp32 relative tolerance (default 1e-3).")
+@click.option("--fp16-atol", type=float, default=None, help="fp16 absolute tolerance (default 5e-2).")
+@click.option("--fp16-rtol", type=float, default=None, help="fp16 relative tolerance (default 5e-2).")
+@click.option("--force", is_flag=True, help="Replace an existing export of the same name (atomically).")
+@click.option(
+    "--publish",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[REPO]",
+    help="After a verified export, publish it to a Triton model repository (default repo: model_repo/).",
+)
+@json_option
+def export_command(**kwargs: Any) -> None:
+    """Export CKPT to TorchScript and/or ONNX (fp32, optionally fp16) and prove each artifact matches eager
+    PyTorch on seeded inputs at two batch sizes.
+
+    \b
+    Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, manifest.json (provenance, I/O,
+    parity figures, timings), golden.npz (inputs + eager outputs) and checkpoint.json. Nothing is written unless
+    every artifact passes.
+
+    \b
+    Examples:
+      export-model ckpt.pt --onnx --fp16
+      export-model ckpt.pt --arch resnet50 --torchscript --trace
+      export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
+          --input attention_mask:batch,sequence:int64:0..2
+    """
+    from export.checkpoint import load_model
+    from export.pipeline import ExportSpec, Steps, refuse_existing, run_export
+
+    as_json = kwargs.pop("as_json")
+    console = Console(stderr=True, quiet=False)
+    options = load_options_from(kwargs)
+    spec = ExportSpec(
+        out_dir=Path(kwargs["out"]) / (kwargs["name"] or Path(options.checkpoint).stem),
+        formats=tuple(f for f, on in (("torchscript", kwargs["torchscript"]), ("onnx", kwargs["onnx_"])) if on),
+        fp16=kwargs["fp16"],
+        fp16_io=kwargs["fp16_io"],
+        opset=kwargs["opset"],
+        exporter=kwargs["exporter"],
+        trace=kwargs["trace"],
+        input_options=tuple(kwargs["inputs"]),
+        dynamic=tuple(a.strip() for a in kwargs["dynamic"].split(",") if a.strip()),
+        batch_sizes=kwargs["batch_sizes"],
+        tolerances=_tolerances(kwargs),
+        force=kwargs["force"],
+    )
+    refuse_existing(spec.out_dir, spec.force)  # before the (possibly slow) load
+    steps = Steps(ProgressListener(console))
+    with steps("load checkpoint"):
+        loaded = load_model(options)
+    try:
+        result = run_export(
+            loaded.model,
+            spec,
+            source=_source(loaded, options.checkpoint),
+            metadata=loaded.metadata,
+            preprocess=_preprocess(loaded),
+            sidecar=_sidecar(loaded, options.checkpoint),
+            steps=steps,
+        )
+    except ParityError as exc:
+        if not as_json:
+            console.print(summary_table(_rows_from_parity(exc.details.get("artifacts", {}))))
+        raise
+    payload = {"ok": True, **result.manifest.to_dict(), "folder": str(result.folder)}
+    if kwargs["publish"] is not None:
+        payload["published"] = _publish(result.folder, kwargs["publish"] or None, console)
+    if as_json:
+        emit_json(payload)
+        return
+    Console().print(summary_table(_rows_from_manifest(result.manifest)))
+    click.echo(f"exported {spec.name} to {result.folder}")
+
+
+def _tolerances(kwargs: dict[str, Any]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {"fp32": {}, "fp16": {}}
+    for flag, precision, field in (
+        ("atol", "fp32", "atol"),
+        ("rtol", "fp32", "rtol"),
+        ("fp16_atol", "fp16", "atol"),
+        ("fp16_rtol", "fp16", "rtol"),
+    ):
+        if kwargs[flag] is not None:
+            if kwargs[flag] < 0:
+                raise UsageError(f"--{flag.replace('_', '-')} must be >= 0, got {kwargs[flag]}")
+            out[precision][field] = kwargs[flag]
+    return out
+
+
+def _source(loaded: Any, checkpoint: Path) -> Any:
+    from export.manifest import Source
+
+    return Source(
+        checkpoint=str(checkpoint),
+        sha256=loaded.checkpoint_sha256,
+        arch=loaded.arch,
+        arch_kwargs=dict(loaded.arch_kwargs or {}),
+        arch_source=loaded.arch_source,
+    )
+
+
+def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
+    return {
+        "checkpoint": str(checkpoint),
+        "sha256": loaded.checkpoint_sha256,
+        "arch": loaded.arch,
+        "arch_kwargs": loaded.arch_kwargs,
+        "arch_source": loaded.arch_source,
+        "metadata": loaded.metadata,
+        "load_report": loaded.report.to_dict(),
+    }
+
+
+def _preprocess(loaded: Any) -> dict[str, Any] | None:
+    """The checkpoint's own preprocessing spec, else the one the architecture's config implies, else None."""
+    if loaded.metadata.get("preprocess"):
+        return loaded.metadata["preprocess"]
+    from preprocess import spec_for_model
+
+    spec = spec_for_model(loaded.model, loaded.arch)
+    return spec.to_dict() if spec is not None else None
+
+
+def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]:
+    """Publish the verified export with serve.publish (its default repository unless REPO is given)."""
+    try:
+        from serve.publish import publish_export
+    except ImportError as exc:
+        raise PublishError(
+            f"publishing is not available: {exc}", hint="publish later with `modelship publish`"
+        ) from None
+    with console.status(f"publish {folder.name}"):
+        result = publish_export(folder) if repo is None else publish_export(folder, Path(repo))
+    console.print(f"[green]✓[/] published {', '.join(result.names)} to {result.repo}")
+    return result.to_dict()
+
+
+def _rows_from_manifest(manifest: Any) -> list[tuple[str, int | None, dict[str, Any]]]:
+    return [(a.name, a.details.get("bytes"), a.parity) for a in manifest.artifacts]
+
+
+def _rows_from_parity(reports: dict[str, dict[str, Any]]) -> list[tuple[str, int | None, dict[str, Any]]]:
+    return [(name, None, parity) for name, parity in reports.items()]
+
+
+def summary_table(rows: list[tuple[str, int | None, dict[str, Any]]]) -> Table:
+    """artifact, size, worst max abs error, worst cosine, worst top-1 agreement, verdict."""
+    table = Table(title="Export summary", title_justify="left")
+    for column in ("artifact", "size", "max abs err", "cosine", "top-1", "verdict"):
+        table.add_column(column, justify="left" if column in ("artifact", "verdict") else "right")
+    for name, size, parity in rows:
+        outputs = parity.get("outputs") or []
+        max_abs = max((o["max_abs"] for o in outputs if o.get("max_abs") is not None), default=None)
+        cosine = min((o["cosine"] for o in outputs if o.get("cosine") is not None), default=None)
+        top1 = min((o["top1_agreement"] for o in outputs if o.get("top1_agreement") is not None), default=None)
+        verdict = "[green]PASS[/]" if parity.get("passed") else f"[red]FAIL[/] {parity.get('error') or ''}".rstrip()
+        table.add_row(
+            name,
+            "-" if size is None else f"{size / 1e6:.1f} MB",
+            "-" if max_abs is None else f"{max_abs:.2e}",
+            "-" if cosine is None else f"{cosine:.6f}",
+            "-" if top1 is None else f"{top1:.3f}",
+            verdict,
+        )
+    return table

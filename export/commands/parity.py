@@ -1,0 +1,375 @@
+"""`modelship parity EXPORT_DIR`: re-check an export's artifacts against eager PyTorch or its golden data.
+
+Reads manifest.json, builds the reference (the checkpoint rebuilt in eager PyTorch, or the saved golden outputs),
+runs every artifact (and optionally a served Triton model) on the same inputs (seeded random batches or the golden
+inputs), writes parity.json and exits non-zero on failure. With --images the comparison is end to end: the image
+files go through the training preprocessing (torch) into eager PyTorch, and through the serving preprocessing
+(preprocess/ with the manifest's spec) into each artifact, so a wrong preprocessing spec fails too.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from export.cli import GuardedCommand, emit_json, json_option
+from export.errors import ParityError, UsageError
+from export.manifest import Artifact, Manifest
+
+REPORT_NAME = "parity.json"
+
+
+def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not sizes or any(b < 1 for b in sizes):
+        raise click.BadParameter(f"batch sizes must be >= 1, got {value!r}")
+    return sizes
+
+
+@click.command("parity", cls=GuardedCommand)
+@click.argument("export_dir", type=click.Path(path_type=Path, file_okay=False), metavar="EXPORT_DIR")
+@click.option(
+    "--against",
+    type=click.Choice(["checkpoint", "golden"]),
+    default="checkpoint",
+    show_default=True,
+    help="Reference: the checkpoint rebuilt in eager PyTorch, or the golden outputs saved at export (no checkpoint "
+    "or model code needed).",
+)
+@click.option(
+    "--checkpoint",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Checkpoint to rebuild, if it moved since export (its sha256 must match the manifest's).",
+)
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="NAME",
+    help="Check only this artifact (onnx, onnx_fp16, torchscript, torchscript_fp16). Repeatable. Default: all.",
+)
+@click.option(
+    "--batch-sizes",
+    default="1,8",
+    show_default=True,
+    callback=_batch_sizes,
+    help="Batch sizes of the seeded random inputs (with --against checkpoint).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option(
+    "--images",
+    type=click.Path(path_type=Path, file_okay=False),
+    metavar="DIR",
+    help="Also compare end to end on the image files in DIR: eager PyTorch gets them through the model's training "
+    "transforms (timm/torchvision config, or the checkpoint's preprocess metadata), each artifact through the "
+    "manifest's preprocessing spec. Two sets: the first image alone, then all of them.",
+)
+@click.option(
+    "--preprocess",
+    "preprocess_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="Serving preprocessing spec (JSON) for --images, instead of the manifest's (to test a candidate spec).",
+)
+@click.option(
+    "--atol", type=float, default=None, help="Absolute tolerance for every artifact (default: fp32 1e-4, fp16 1e-1)."
+)
+@click.option(
+    "--rtol", type=float, default=None, help="Relative tolerance for every artifact (default: fp32 1e-3, fp16 5e-2)."
+)
+@click.option(
+    "--tolerances",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="JSON tolerances: fields atol, rtol, min_cosine, min_top1 and per_output {name: {...}}, "
+    'optionally keyed by precision: {"fp16": {"atol": 0.1}}. --atol/--rtol apply on top.',
+)
+@click.option(
+    "--served",
+    metavar="URL",
+    help="Also compare the model served by Triton at URL (host:port, http://... or grpc://...).",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["http", "grpc"]),
+    default="http",
+    show_default=True,
+    help="Protocol for --served when URL has no scheme.",
+)
+@click.option("--served-model", metavar="NAME", help="Triton model name for --served. Default: the export's name.")
+@click.option(
+    "--served-precision",
+    type=click.Choice(["fp32", "fp16"]),
+    default="fp32",
+    show_default=True,
+    help="Tolerances to judge the served model by.",
+)
+@click.option(
+    "--isolate/--no-isolate",
+    default=True,
+    show_default=True,
+    help="Run ONNX Runtime in a child process, so a native crash is reported instead of killing the run.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH",
+    help=f"Where to write the JSON report. Default: EXPORT_DIR/{REPORT_NAME}.",
+)
+@json_option
+def parity_command(**kwargs: Any) -> None:
+    """Check that EXPORT_DIR's artifacts still match their reference, output by output.
+
+    \b
+    Prints max abs/rel error, p99, cosine and top-1 agreement per output, the tolerance that would have been
+    needed, writes parity.json, and exits 1 if any artifact fails.
+
+    \b
+    Examples:
+      modelship parity exports/resnet50
+      modelship parity exports/resnet50 --against golden --artifact onnx_fp16
+      modelship parity exports/resnet50 --images photos/ --batch-sizes 1,16 --atol 1e-3
+      modelship parity exports/resnet50 --served localhost:8001 --protocol grpc
+    """
+    as_json = kwargs.pop("as_json")
+    folder: Path = kwargs["export_dir"]
+    manifest = Manifest.read(folder)
+    artifacts = _select(manifest, kwargs["artifacts"])
+    overrides = _overrides(kwargs)
+    console = Console(stderr=True)
+    serving = _serving_spec(manifest, kwargs) if kwargs["images"] else None
+    with console.status("preparing reference"):
+        reference, sets, labels, pipelines = _reference(manifest, folder, kwargs)
+    reports = []
+    for artifact, runner in _candidates(manifest, folder, artifacts, kwargs):
+        with console.status(f"checking {runner.name}"):
+            changed = _changed_since_export(folder / artifact.file, artifact)
+            candidate = _serving(runner, serving, artifact.io)
+            reports.append(
+                _unchecked(reference, runner, changed)
+                if changed
+                else _compare(reference, candidate, sets, labels, artifact.precision, overrides)
+            )
+    if kwargs["served"]:
+        runner = _serving(_served_runner(manifest, kwargs), serving, manifest.io)
+        with console.status(f"checking {runner.name}"):
+            reports.append(_compare(reference, runner, sets, labels, kwargs["served_precision"], overrides))
+    passed = all(r.passed for r in reports)
+    payload = {
+        "ok": passed,
+        "export": manifest.name,
+        "against": kwargs["against"],
+        "inputs": labels,
+        "passed": passed,
+        "reports": [r.to_dict() for r in reports],
+    }
+    if serving is not None:
+        payload["image_pipelines"] = {"reference": pipelines, "candidates": f"preprocess/ with {serving[1]}"}
+    report_path = kwargs["report_path"] or folder / REPORT_NAME
+    report_path.write_text(json.dumps(payload, indent=2) + "\n")
+    payload["report"] = str(report_path)
+    if not as_json:
+        from export.parity import render_table
+
+        Console().print(render_table(reports))
+        for report in reports:
+            click.echo(report.summary_line())
+            for reason in report.failures():
+                click.echo(f"  - {reason}")
+    if not passed:
+        failed = [r.candidate for r in reports if not r.passed]
+        raise ParityError(
+            f"{len(failed)} of {len(reports)} failed parity against {reference.name}: {', '.join(failed)}",
+            hint=f"details in {report_path}",
+            details={k: v for k, v in payload.items() if k != "ok"},
+        )
+    if as_json:
+        emit_json(payload)
+    else:
+        click.echo(f"all {len(reports)} passed parity against {reference.name}; report: {report_path}")
+
+
+def _select(manifest: Manifest, names: tuple[str, ...]) -> list[Artifact]:
+    if not names:
+        if not manifest.artifacts:
+            raise UsageError(f"export {manifest.name!r} lists no artifacts")
+        return list(manifest.artifacts)
+    return [manifest.artifact(name) for name in names]
+
+
+def _overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
+    from export.parity.tolerance import PRECISIONS, read_overrides
+
+    overrides = read_overrides(kwargs["tolerances"]) if kwargs["tolerances"] else {}
+    flags = {name: kwargs[name] for name in ("atol", "rtol") if kwargs[name] is not None}
+    if not flags:
+        return overrides
+    if set(overrides) & set(PRECISIONS):
+        return {p: {**(overrides.get(p) or {}), **flags} for p in PRECISIONS}
+    return {**overrides, **flags}
+
+
+def _reference(manifest: Manifest, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, list[Any], list[str], str]:
+    """The reference runner (outputs computed once and replayed), the input sets, their labels, and the training
+    pipeline's description when --images is given."""
+    from export.parity import GoldenRunner, TorchRunner, input_sets, load_golden
+
+    if kwargs["against"] == "golden":
+        if kwargs["images"]:
+            raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
+        if not manifest.golden:
+            raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
+        inputs, outputs = load_golden(folder / manifest.golden)
+        labels = [f"golden set {i}" for i in range(len(inputs))]
+        return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, ""
+    loaded, checkpoint = _rebuild(manifest, folder, kwargs["checkpoint"])
+    eager: Any = TorchRunner(loaded.model, manifest.io, name="eager")
+    sets = input_sets(manifest.io, kwargs["batch_sizes"], seed=kwargs["seed"])
+    labels = [f"batch {b}" for b in kwargs["batch_sizes"]]
+    described = ""
+    if kwargs["images"]:
+        from export.parity.pipelines import image_input, training_pipeline, training_transform
+
+        transform = training_transform(loaded.model, loaded.arch, loaded.metadata, str(checkpoint))
+        eager = training_pipeline(eager, transform, image_input(manifest.io).name)
+        described = transform.source
+        image_sets, image_labels = _image_sets(kwargs["images"])
+        sets += image_sets
+        labels += image_labels
+    # eager outputs computed once, replayed for every candidate
+    return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, described
+
+
+def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None) -> tuple[Any, Path]:
+    """The LoadedModel rebuilt from the manifest's source, and the checkpoint path it came from."""
+    from export.checkpoint import LoadOptions, load_model
+
+    source = manifest.source
+    path = checkpoint or _checkpoint_path(source.checkpoint, folder)
+    loaded = load_model(LoadOptions(checkpoint=path, arch=source.arch, arch_kwargs=dict(source.arch_kwargs or {})))
+    if source.sha256 and loaded.checkpoint_sha256 != source.sha256:
+        raise ParityError(
+            f"{path}: checkpoint differs from the one exported (sha256 {loaded.checkpoint_sha256[:12]}, "
+            f"manifest {source.sha256[:12]})",
+            hint="pass the original with --checkpoint, or use --against golden",
+        )
+    return loaded, path
+
+
+def _checkpoint_path(recorded: str, folder: Path) -> Path:
+    """The recorded path as given at export time (relative to the current folder), else relative to the export."""
+    path = Path(recorded)
+    for candidate in (path, folder / path):
+        if candidate.is_file():
+            return candidate
+    raise ParityError(
+        f"checkpoint {recorded} recorded in {folder / 'manifest.json'} not found",
+        hint="pass it with --checkpoint, or use --against golden",
+    )
+
+
+def _serving_spec(manifest: Manifest, kwargs: dict[str, Any]) -> tuple[Any, str]:
+    """The serving side's preprocessing for --images (--preprocess FILE, else the manifest's) and its origin."""
+    from preprocess import PreprocessSpec
+
+    if kwargs["preprocess_file"] is not None:
+        return PreprocessSpec.read(kwargs["preprocess_file"]), str(kwargs["preprocess_file"])
+    if not manifest.preprocess:
+        raise UsageError(
+            f"export {manifest.name!r} has no preprocessing spec in its manifest.json (the serving side of --images)",
+            hint="export from a checkpoint whose metadata holds 'preprocess', or pass --preprocess FILE",
+        )
+    return PreprocessSpec.from_dict(manifest.preprocess), "manifest.json preprocess"
+
+
+def _image_sets(folder: Path) -> tuple[list[Any], list[str]]:
+    """The first image alone, then every image in `folder` (so images are checked at two batch sizes)."""
+    from export.parity.pipelines import image_set
+    from preprocess import image_files
+
+    files = image_files(folder)
+    sets, labels = [image_set(files[:1])], [f"image {files[0].name}"]
+    if len(files) > 1:
+        sets.append(image_set(files))
+        labels.append(f"{len(files)} images from {folder}")
+    return sets, labels
+
+
+def _serving(runner: Any, serving: tuple[Any, str] | None, io: Any) -> Any:
+    """`runner` behind the serving preprocessing when --images is given, else `runner` itself."""
+    if serving is None:
+        return runner
+    from export.parity.pipelines import image_input, serving_pipeline
+
+    return serving_pipeline(runner, serving[0], image_input(io), source=serving[1])
+
+
+def _changed_since_export(path: Path, artifact: Artifact) -> str | None:
+    """Why `path` is not the file the export verified (its sha256 differs from the manifest's), or None."""
+    from export.pipeline import sha256_file
+
+    actual = sha256_file(path)
+    if not artifact.sha256 or actual == artifact.sha256:
+        return None
+    return (
+        f"{path.name} changed since export: sha256 {actual[:12]}, manifest {artifact.sha256[:12]} "
+        "(re-export, or restore the verified file)"
+    )
+
+
+def _unchecked(reference: Any, runner: Any, reason: str) -> Any:
+    from export.parity import ParityReport
+
+    return ParityReport(reference.name, runner.name, [], [], passed=False, seconds=0.0, error=reason)
+
+
+def _candidates(manifest: Manifest, folder: Path, artifacts: list[Artifact], kwargs: dict[str, Any]):
+    from export.parity import OnnxRuntimeRunner, TorchRunner
+
+    for artifact in artifacts:
+        path = folder / artifact.file
+        if not path.is_file():
+            raise ParityError(f"{path}: artifact {artifact.name!r} listed in the manifest is missing")
+        if artifact.format == "onnx":
+            runner = OnnxRuntimeRunner(path, artifact.io, name=artifact.name, isolated=kwargs["isolate"])
+            try:
+                yield artifact, runner
+            finally:
+                runner.close()
+        else:
+            yield artifact, TorchRunner(_load_torchscript(path), artifact.io, name=artifact.name)
+
+
+def _load_torchscript(path: Path) -> Any:
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning))  # torch.jit announces its deprecation
+        try:
+            return torch.jit.load(str(path), map_location="cpu")
+        except RuntimeError as exc:
+            raise ParityError(f"{path}: TorchScript file cannot be loaded ({str(exc).splitlines()[0]})") from None
+
+
+def _served_runner(manifest: Manifest, kwargs: dict[str, Any]) -> Any:
+    try:
+        from serve.runners import TritonRunner
+    except ImportError as exc:
+        raise UsageError(f"--served is not available: {exc}") from None
+    model = kwargs["served_model"] or manifest.name
+    return TritonRunner(kwargs["served"], model, kwargs["protocol"])
+
+
+def _compare(reference: Any, runner: Any, sets: list[Any], labels: list[str], precision: str, overrides: dict) -> Any:
+    from export.parity import ToleranceConfig, compare_runners
+
+    return compare_runners(reference, runner, sets, ToleranceConfig.for_precision(precision, overrides), labels=labels)

@@ -1,0 +1,153 @@
+"""ONNX export from the eager module (never a ScriptModule): dynamo exporter by default, legacy on request.
+
+The written model is one self-contained file (weights inline) unless the weights pass protobuf's 2 GB limit, is
+capped at the opset and IR version the target Triton's ONNX Runtime loads, passes
+`onnx.checker.check_model(full_check=True)` (which includes strict shape inference), and records where it came
+from in `metadata_props`.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+from torch import nn
+
+from export.errors import ExportError, UsageError
+from export.iospec import IOSpec
+from export.opsets import RuntimeTarget
+
+EXPORTERS = ("dynamo", "legacy")
+LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
+PROTOBUF_LIMIT = 2**31 - 1
+METADATA_PREFIX = "modelship."
+
+
+def export_onnx(
+    model: nn.Module,
+    path: Path,
+    io: IOSpec,
+    example_inputs: tuple[torch.Tensor, ...],
+    *,
+    opset: int,
+    target: RuntimeTarget,
+    exporter: str = "dynamo",
+    metadata: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Export `model` to `path`; return details (exporter, opset, ir_version, nodes, external_data)."""
+    if exporter not in EXPORTERS:
+        raise UsageError(f"unknown exporter {exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
+    external = _parameter_bytes(model) >= PROTOBUF_LIMIT
+    input_names = [t.name for t in io.inputs]
+    output_names = [t.name for t in io.outputs]
+    kwargs: dict[str, Any] = {
+        "input_names": input_names,
+        "output_names": output_names,
+        "opset_version": opset,
+        "external_data": external,
+    }
+    if exporter == "dynamo":
+        kwargs |= {"dynamo": True, "dynamic_shapes": dynamic_shapes(io), "verbose": False, "optimize": True}
+    else:
+        kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io)}
+    try:
+        with warnings.catch_warnings():
+            # Explained noise only. Legacy: its deprecation notice (the user chose --exporter legacy) and a
+            # deprecated helper torch calls internally. Dynamo: inputs sharing an axis share one Dim, and torch
+            # says it skips renaming the duplicates (the axis keeps its name).
+            warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX", DeprecationWarning)
+            warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
+            warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
+            torch.onnx.export(model, example_inputs, str(path), **kwargs)
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ExportError(
+            f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first}",
+            hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
+            details={"step": "onnx_export", "exporter": exporter},
+        ) from exc
+    proto = onnx.load(str(path))
+    versions = cap_versions(proto, target)
+    set_metadata(proto, metadata or {})
+    save_model(proto, path, external=external)
+    check_model(path)
+    return {
+        "exporter": exporter,
+        **versions,
+        "nodes": len(proto.graph.node),
+        "external_data": external,
+    }
+
+
+def dynamic_shapes(io: IOSpec) -> dict[str, dict[int, Any]]:
+    """torch.export `dynamic_shapes` keyed by forward argument name: one shared `Dim` per axis name."""
+    dims: dict[str, Any] = {}
+    spec: dict[str, dict[int, Any]] = {}
+    for tensor in io.inputs:
+        axes = {}
+        for index, name in tensor.dynamic_axes.items():
+            axes[index] = dims.setdefault(name, torch.export.Dim(name, min=1))
+        spec[tensor.name] = axes
+    return spec
+
+
+def dynamic_axes(io: IOSpec) -> dict[str, dict[int, str]]:
+    """The legacy exporter's `dynamic_axes` for every input and output."""
+    return {t.name: t.dynamic_axes for t in (*io.inputs, *io.outputs) if t.dynamic_axes}
+
+
+def cap_versions(proto: onnx.ModelProto, target: RuntimeTarget) -> dict[str, int]:
+    """Lower `ir_version` to what the target loads (the exporter stamps its own newest); refuse an opset above it."""
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if opset > target.max_opset:
+        raise ExportError(
+            f"the exported model uses opset {opset}, above {target.max_opset} (ONNX Runtime {target.onnxruntime} "
+            f"in Triton {target.triton})",
+            hint=f"pass --opset {target.max_opset}",
+        )
+    original_ir = proto.ir_version
+    proto.ir_version = min(proto.ir_version, target.max_ir_version)
+    return {"opset": opset, "ir_version": proto.ir_version, "exported_ir_version": original_ir}
+
+
+def set_metadata(proto: onnx.ModelProto, metadata: Mapping[str, str]) -> None:
+    """Write `modelship.<key>` metadata_props (replacing earlier values of the same keys)."""
+    keys = {METADATA_PREFIX + k for k in metadata}
+    kept = [(p.key, p.value) for p in proto.metadata_props if p.key not in keys]
+    del proto.metadata_props[:]
+    for key, value in [*kept, *((METADATA_PREFIX + k, v) for k, v in metadata.items())]:
+        proto.metadata_props.add(key=key, value=value)
+
+
+def provenance_metadata(**fields: Any) -> dict[str, str]:
+    """metadata_props values: strings as they are, everything else (dicts, lists) as compact JSON; None dropped."""
+    return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in fields.items() if v is not None}
+
+
+def save_model(proto: onnx.ModelProto, path: Path, *, external: bool) -> None:
+    """Save as one file, or as `path` + `path.data` when the weights pass the protobuf limit."""
+    if external or proto.ByteSize() >= PROTOBUF_LIMIT:
+        Path(f"{path}.data").unlink(missing_ok=True)  # onnx appends to an existing data file
+        onnx.save_model(proto, str(path), save_as_external_data=True, location=f"{Path(path).name}.data")
+    else:
+        onnx.save_model(proto, str(path))
+
+
+def check_model(path: Path) -> None:
+    """`onnx.checker.check_model(full_check=True)` on the file, or an ExportError with the checker's message."""
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise ExportError(
+            f"{Path(path).name} fails the ONNX checker: {str(exc).strip().splitlines()[0]}",
+            details={"step": "onnx_check"},
+        ) from exc
+
+
+def _parameter_bytes(model: nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))

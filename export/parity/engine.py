@@ -1,0 +1,73 @@
+"""Compare a candidate runner against a reference runner over several input sets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from export.errors import ParityError
+from export.parity.metrics import OutputMetrics, aggregate, compare_arrays, unmatched
+from export.parity.report import ParityReport
+from export.parity.runners import Runner, Tensors
+from export.parity.tolerance import ToleranceConfig
+
+
+def compare_runners(
+    reference: Runner,
+    candidate: Runner,
+    input_sets: Sequence[Tensors],
+    tolerance: ToleranceConfig,
+    *,
+    labels: Sequence[str] | None = None,
+) -> ParityReport:
+    """Run both runners on every input set and judge each reference output against the candidate's.
+
+    A candidate that raises ParityError (it crashed, or ONNX Runtime rejected the inputs) gives a failed report
+    with `error` set; a failing reference raises, since without it nothing can be judged.
+    """
+    if not input_sets:
+        raise ValueError("compare_runners needs at least one input set")
+    start = time.perf_counter()
+    batch_sizes = [_batch_size(inputs) for inputs in input_sets]
+    labels = list(labels) if labels is not None else [f"#{i} batch {b}" for i, b in enumerate(batch_sizes)]
+    per_output: dict[str, list[OutputMetrics]] = {}
+    per_batch = []
+    error = None
+    for label, inputs in zip(labels, input_sets, strict=True):
+        expected = reference.run(inputs)
+        try:
+            actual = candidate.run(inputs)
+        except ParityError as exc:
+            error = f"{label}: {exc}"
+            break
+        results = [_compare_one(name, ref, actual.get(name), tolerance) for name, ref in expected.items()]
+        for metrics in results:
+            per_output.setdefault(metrics.name, []).append(metrics)
+        per_batch.append(
+            {"label": label, "passed": all(m.passed for m in results), "outputs": [m.to_dict() for m in results]}
+        )
+    outputs = [aggregate(sets, tolerance.for_output(name)) for name, sets in per_output.items()]
+    return ParityReport(
+        reference=reference.name,
+        candidate=candidate.name,
+        batch_sizes=batch_sizes,
+        outputs=outputs,
+        passed=error is None and all(m.passed for m in outputs),
+        seconds=time.perf_counter() - start,
+        tolerance=tolerance.to_dict(),
+        per_batch=per_batch,
+        error=error,
+    )
+
+
+def _compare_one(name: str, reference: np.ndarray, candidate: np.ndarray | None, tolerance: ToleranceConfig):
+    if candidate is None:
+        return unmatched(name, np.asarray(reference), "missing from the candidate's outputs")
+    return compare_arrays(name, reference, candidate, tolerance.for_output(name))
+
+
+def _batch_size(inputs: Tensors) -> int:
+    first = next(iter(inputs.values()), None)
+    return int(np.shape(first)[0]) if first is not None and np.ndim(first) > 0 else 1

@@ -1,0 +1,133 @@
+"""Run a runner in a child process, so a native crash (a segfault in ONNX Runtime) becomes a ParityError.
+
+The child is a fresh interpreter (`python -c ...`, so the caller's script is never re-run, and
+no forked copy of a torch-laden parent). It receives the parent's `sys.path` and a picklable factory, builds its
+runner, and answers pickled `run` requests on stdin/stdout until stdin closes; its own prints go to stderr. If it
+dies, the parent raises `ParityError("<what> crashed (signal 11) on <target>")` instead of going down with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import weakref
+from collections.abc import Callable
+from typing import IO, Any
+
+import numpy as np
+
+from export.errors import ModelshipError, ParityError
+
+CHILD_MAIN = f"from {__name__} import serve; serve()"
+
+
+class IsolatedRunner:
+    """A Runner whose work happens in a child process built by `factory()` (started on first use)."""
+
+    def __init__(
+        self, factory: Callable[[], Any], name: str, *, what: str, target: str, hint: str | None = None
+    ) -> None:
+        self.name = name
+        self._factory = factory
+        self._what = what
+        self._target = target
+        self._hint = hint
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        process = self._start()
+        return self._exchange(process, ("run", inputs))
+
+    def close(self) -> None:
+        """Stop the child (idempotent)."""
+        if self._process is not None:
+            _stop(self._process)
+        self._process = None
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._process is not None:
+            return self._process
+        process = subprocess.Popen(
+            [sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy()
+        )
+        self._process = process
+        weakref.finalize(self, _stop, process)
+        # the factory travels pickled inside the message, so the child can set sys.path before unpickling it
+        self._exchange(process, ("start", (list(sys.path), pickle.dumps(self._factory))))
+        return process
+
+    def _exchange(self, process: subprocess.Popen[bytes], message: tuple[str, Any]) -> Any:
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            _send(process.stdin, message)
+            status, payload = pickle.load(process.stdout)
+        except (EOFError, BrokenPipeError, ConnectionResetError, pickle.UnpicklingError):
+            raise self._crashed(process) from None
+        if status == "error":
+            raise ParityError(f"{self._what} failed on {self._target}: {payload}")
+        return payload
+
+    def _crashed(self, process: subprocess.Popen[bytes]) -> ParityError:
+        self._process = None
+        try:
+            code = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            code = process.wait()
+        if code < 0:
+            reason, details = f"signal {-code}", {"signal": -code, "signal_name": _signal_name(-code)}
+        else:
+            reason, details = f"exit code {code}", {"exit_code": code}
+        return ParityError(f"{self._what} crashed ({reason}) on {self._target}", hint=self._hint, details=details)
+
+
+def _send(stream: IO[bytes], message: tuple[str, Any]) -> None:
+    pickle.dump(message, stream, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.flush()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.stdin is not None and not process.stdin.closed:
+        with contextlib.suppress(OSError):
+            process.stdin.close()  # end of requests: the child exits
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def serve() -> None:
+    """The child's loop: stdout is kept for replies, everything printed goes to stderr."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    requests = sys.stdin.buffer
+    runner = None
+    while True:
+        try:
+            message, payload = pickle.load(requests)
+        except EOFError:
+            return
+        try:
+            if message == "start":
+                sys.path[:] = payload[0]
+                runner = pickle.loads(payload[1])()
+                _send(replies, ("ok", None))
+            else:
+                assert runner is not None, "run before start"
+                _send(replies, ("ok", runner.run(payload)))
+        except ModelshipError as exc:
+            _send(replies, ("error", str(exc)))

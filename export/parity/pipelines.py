@@ -1,0 +1,138 @@
+"""End-to-end image parity: the training pipeline against the serving pipeline, on the same image files.
+
+Comparing artifacts on a batch that one preprocessing produced for both sides can never catch a wrong
+preprocessing spec. Here each side decodes and preprocesses the files itself:
+
+- reference (training): Pillow decodes each file, the transform the model was trained with (timm's
+  `create_transform`, torchvision's weights `transforms()`, or the checkpoint's own preprocessing spec through
+  `preprocess.to_torchvision`) makes a tensor in torch, the eager model runs it;
+- candidate (serving): `preprocess/` (numpy + Pillow) applies the spec published beside the model (the
+  manifest's), the artifact (ONNX Runtime, TorchScript or a served Triton model) runs it.
+
+Both are runners whose input sets hold `{"images": array of file paths}`; other input sets pass through to the
+wrapped runner unchanged, so random and image sets go through the one engine (`compare_runners`) in one report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from export.errors import UsageError
+from export.iospec import IOSpec, TensorSpec
+from export.parity.runners import Runner, Tensors
+
+IMAGES = "images"  # the input-set key holding image file paths
+Preprocess = Callable[[Sequence[Path]], np.ndarray]
+
+
+def image_set(paths: Sequence[str | Path]) -> Tensors:
+    """An input set of image files: `{"images": object array of paths}` (its length is the batch size)."""
+    return {IMAGES: np.array([str(p) for p in paths], dtype=object)}
+
+
+def image_input(io: IOSpec) -> TensorSpec:
+    """The model's image input: it must be the only input, floating point, (batch, C, H, W) or (batch, H, W, C)."""
+    if len(io.inputs) != 1 or not io.inputs[0].dtype.startswith("float") or len(io.inputs[0].shape) != 4:
+        found = ", ".join(f"{t.name}{list(t.shape)}:{t.dtype}" for t in io.inputs)
+        raise UsageError(f"--images needs a model with exactly one float image input (batch, C, H, W); it has {found}")
+    return io.inputs[0]
+
+
+class ImagePipeline:
+    """A runner that turns an input set of image files into the model's image input with `preprocess`, then runs
+    `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps."""
+
+    def __init__(self, runner: Runner, preprocess: Preprocess, input_name: str, *, describe: str = "") -> None:
+        self.runner = runner
+        self.preprocess = preprocess
+        self.input_name = input_name
+        self.name = runner.name
+        self.describe = describe
+
+    def run(self, inputs: Tensors) -> Tensors:
+        if IMAGES not in inputs:
+            return self.runner.run(inputs)
+        return self.runner.run({self.input_name: self.preprocess([Path(p) for p in inputs[IMAGES]])})
+
+    def close(self) -> None:
+        close = getattr(self.runner, "close", None)
+        if close is not None:
+            close()
+
+
+@dataclass(frozen=True)
+class TrainingTransform:
+    """The per-image torch transform a model was trained with (PIL RGB image -> tensor) and where it came from."""
+
+    transform: Callable[[Any], Any]
+    source: str
+
+
+def training_pipeline(runner: Runner, transform: TrainingTransform, input_name: str) -> ImagePipeline:
+    """Reference side: each file decoded by Pillow (EXIF orientation applied, converted to RGB, as an image-folder
+    loader does), through `transform` in torch, stacked into one batch."""
+
+    def preprocess(paths: Sequence[Path]) -> np.ndarray:
+        import torch
+
+        from preprocess import load_image
+
+        with torch.inference_mode():
+            return torch.stack([transform.transform(load_image(p)) for p in paths]).numpy()
+
+    return ImagePipeline(runner, preprocess, input_name, describe=transform.source)
+
+
+def serving_pipeline(runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str) -> ImagePipeline:
+    """Candidate side: the files through `preprocess.preprocess_images` with `spec` (a PreprocessSpec), cast to
+    the input's dtype."""
+    from preprocess import preprocess_images
+
+    def preprocess(paths: Sequence[Path]) -> np.ndarray:
+        return preprocess_images(list(paths), spec).astype(input_spec.dtype, copy=False)
+
+    return ImagePipeline(runner, preprocess, input_spec.name, describe=f"preprocess/ with {source}")
+
+
+def training_transform(model: Any, arch: str, metadata: dict[str, Any], checkpoint: str) -> TrainingTransform:
+    """The transform a checkpoint's model was trained with, first found of:
+
+    1. the checkpoint's own preprocessing spec (`metadata["preprocess"]`, from the checkpoint or its sidecar),
+       as the torchvision `Compose` `preprocess.to_torchvision` builds;
+    2. timm models: `timm.data.create_transform(**resolve_data_config(model=model))`;
+    3. torchvision registry models: `get_model_weights(arch).DEFAULT.transforms()`.
+
+    A UsageError when none applies (a custom architecture without a spec in its metadata).
+    """
+    from preprocess import PreprocessSpec, to_torchvision
+
+    if metadata.get("preprocess"):
+        spec = PreprocessSpec.from_dict(metadata["preprocess"])
+        return TrainingTransform(to_torchvision(spec), f"the checkpoint's preprocess metadata ({checkpoint})")
+    if arch.startswith("timm/"):
+        from timm.data import create_transform, resolve_data_config
+
+        config = resolve_data_config(model=model)
+        return TrainingTransform(create_transform(**config), f"timm create_transform({_describe_timm(config)})")
+    from torchvision.models import get_model_weights, list_models
+
+    if arch in list_models():
+        default = getattr(get_model_weights(arch), "DEFAULT", None)
+        if default is not None:
+            return TrainingTransform(default.transforms(), f"torchvision {default}.transforms()")
+    raise UsageError(
+        f"{checkpoint}: no training preprocessing to compare --images against (arch {arch!r} is neither timm nor "
+        "a torchvision model with weights, and the checkpoint's metadata has no 'preprocess')",
+        hint=f"store the spec the model was trained with as 'preprocess' in the checkpoint or its sidecar "
+        f"{checkpoint}.json (see docs/checkpoints.md)",
+    )
+
+
+def _describe_timm(config: dict[str, Any]) -> str:
+    keys = ("input_size", "interpolation", "crop_pct", "crop_mode", "mean", "std")
+    return ", ".join(f"{k}={config[k]}" for k in keys if k in config)

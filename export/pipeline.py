@@ -1,0 +1,488 @@
+"""The export pipeline: eager model -> TorchScript / ONNX (fp32, fp16) -> verified against eager -> export folder.
+
+Every artifact is compared with the eager model by the parity engine on the same seeded inputs, at every batch
+size asked for and at a second size of every other dynamic axis. Everything is built in a staging folder next to
+the destination (same filesystem) and moved into place only when every artifact passed, so a failed or
+interrupted export never leaves a half-written folder; `force` replaces an existing export by two renames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import onnx
+import torch
+from torch import nn
+
+from export import __version__
+from export.errors import ExportError, ParityError, UsageError
+from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, present_ops
+from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
+from export.iospec import BATCH, IOSpec, TensorSpec
+from export.manifest import Artifact, Manifest, Source
+from export.onnx_export import (
+    EXPORTERS,
+    LEGACY_MAX_OPSET,
+    cap_versions,
+    check_model,
+    export_onnx,
+    provenance_metadata,
+    save_model,
+    set_metadata,
+)
+from export.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
+from export.parity import (
+    GoldenRunner,
+    OnnxRuntimeRunner,
+    ParityReport,
+    ToleranceConfig,
+    TorchRunner,
+    compare_runners,
+    input_sets,
+    random_inputs,
+    save_golden,
+)
+from export.torchscript import save_and_reload, script_module, trace_module
+
+FORMATS = ("torchscript", "onnx")
+GOLDEN_NAME = "golden.npz"
+SIDECAR_NAME = "checkpoint.json"
+FILES = {  # artifact name -> file name
+    "torchscript": "model.pt",
+    "torchscript_fp16": "model.fp16.pt",
+    "onnx": "model.onnx",
+    "onnx_fp16": "model.fp16.onnx",
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """What to export and how to verify it. `tolerances` holds ToleranceConfig overrides keyed by precision
+    (`{"fp16": {"atol": 0.1}}`)."""
+
+    out_dir: Path
+    formats: tuple[str, ...] = FORMATS
+    fp16: bool = False
+    fp16_io: bool = False
+    opset: int | None = None
+    exporter: str = "dynamo"
+    trace: bool = False
+    input_options: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()
+    batch_sizes: tuple[int, ...] = (1, 7)
+    tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    force: bool = False
+    triton: str = DEFAULT_TRITON
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "out_dir", Path(self.out_dir))
+        object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or FORMATS)))
+        unknown = sorted(set(self.formats) - set(FORMATS))
+        if unknown:
+            raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(FORMATS)}")
+        if self.exporter not in EXPORTERS:
+            raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
+        if self.fp16_io and not self.fp16:
+            raise UsageError("--fp16-io needs --fp16", hint="add --fp16")
+        if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
+            raise UsageError(f"batch sizes must be >= 1, got {self.batch_sizes}", hint="e.g. --batch-sizes 1,7")
+        if len(set(self.batch_sizes)) < 2:
+            raise UsageError(
+                "verification needs two different batch sizes to prove the batch axis dynamic",
+                hint="e.g. --batch-sizes 1,7",
+            )
+        if not _NAME.match(self.name):
+            raise UsageError(
+                f"export name {self.name!r} is not a valid model name",
+                hint="use letters, digits, '_', '-', '.' (pass --name)",
+            )
+        ToleranceConfig.for_precision("fp32", self.tolerances)  # validate early
+        ToleranceConfig.for_precision("fp16", self.tolerances)
+
+    @property
+    def name(self) -> str:
+        return self.out_dir.name
+
+
+@dataclass
+class StepTiming:
+    step: str
+    seconds: float
+    artifact: str | None = None
+    ok: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "artifact": self.artifact, "seconds": round(self.seconds, 4), "ok": self.ok}
+
+
+class Listener(Protocol):
+    """Progress callbacks (the CLI shows them with rich on stderr)."""
+
+    def started(self, step: str) -> None: ...
+
+    def finished(self, step: str, seconds: float, ok: bool) -> None: ...
+
+
+class Steps:
+    """Times named steps, tells the listener, keeps the list for the manifest."""
+
+    def __init__(self, listener: Listener | None = None) -> None:
+        self.timings: list[StepTiming] = []
+        self._listener = listener
+
+    @contextlib.contextmanager
+    def __call__(self, step: str, artifact: str | None = None) -> Iterator[None]:
+        if self._listener:
+            self._listener.started(step)
+        start = time.perf_counter()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            seconds = time.perf_counter() - start
+            self.timings.append(StepTiming(step, seconds, artifact, ok))
+            if self._listener:
+                self._listener.finished(step, seconds, ok)
+
+    def seconds(self, artifact: str) -> dict[str, float]:
+        """Per-step seconds of one artifact, keyed by the step's first word (script, export, convert, verify)."""
+        out: dict[str, float] = {}
+        for t in self.timings:
+            if t.artifact == artifact:
+                key = t.step.split()[0]
+                out[key] = round(out.get(key, 0.0) + t.seconds, 4)
+        return out
+
+
+@dataclass
+class ExportResult:
+    manifest: Manifest
+    folder: Path
+    reports: dict[str, ParityReport]
+    timings: list[StepTiming]
+
+
+@dataclass
+class _Verification:
+    """Seeded input sets, their labels and the eager outputs for them (computed once, replayed per artifact)."""
+
+    inputs: list[dict[str, np.ndarray]]
+    labels: list[str]
+    outputs: list[dict[str, np.ndarray]]
+
+    @property
+    def reference(self) -> GoldenRunner:
+        return GoldenRunner(self.inputs, self.outputs, name="eager")
+
+
+def run_export(
+    model: nn.Module,
+    spec: ExportSpec,
+    *,
+    source: Source,
+    metadata: dict[str, Any] | None = None,
+    preprocess: dict[str, Any] | None = None,
+    sidecar: dict[str, Any] | None = None,
+    steps: Steps | None = None,
+) -> ExportResult:
+    """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
+
+    `metadata` is the checkpoint's metadata (may hold "io", "preprocess", "labels"); `preprocess` a
+    PreprocessSpec dict when known; `sidecar` is written as checkpoint.json beside the artifacts.
+    """
+    metadata = dict(metadata or {})
+    dest = spec.out_dir
+    refuse_existing(dest, spec.force)
+    target = runtime_target(spec.triton)
+    opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
+    model = model.eval()
+    steps = steps or Steps()
+
+    with steps("resolve inputs and outputs"):
+        resolved = resolve_inputs(
+            model,
+            arch=source.arch,
+            metadata=metadata,
+            input_options=spec.input_options,
+            dynamic=spec.dynamic,
+        )
+        io = discover_outputs(model, resolved)
+    with steps("reference outputs (eager)"):
+        verification = _reference(model, io, resolved, spec)
+    preprocess = preprocess if preprocess is not None else metadata.get("preprocess")
+    provenance = provenance_metadata(
+        name=spec.name,
+        checkpoint_sha256=source.sha256,
+        arch=source.arch,
+        version=__version__,
+        io=io.to_dict(),
+        preprocess=preprocess,
+    )
+    example = torch_inputs(io, base_sizes(resolved), spec.seed)
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", suffix=".staging", dir=dest.parent))
+    staging.chmod(_folder_mode())  # mkdtemp makes it private (0700); the export is an ordinary folder
+    try:
+        artifacts, reports = _build_artifacts(
+            model, spec, io, example, verification, staging, steps, opset=opset, target=target, provenance=provenance
+        )
+        failed = [name for name, report in reports.items() if not report.passed]
+        if failed:
+            raise ParityError(
+                f"{', '.join(failed)} differ{'s' if len(failed) == 1 else ''} from eager PyTorch beyond tolerance: "
+                + "; ".join(f"{name}: {', '.join(reports[name].failures()[:2])}" for name in failed),
+                hint="see the parity table; loosen with --atol/--rtol/--fp16-atol/--fp16-rtol only if the "
+                "difference is acceptable",
+                details={"artifacts": {name: r.to_dict() for name, r in reports.items()}, "failed": failed},
+            )
+        save_golden(staging / GOLDEN_NAME, verification.inputs, verification.outputs)
+        if sidecar is not None:
+            (staging / SIDECAR_NAME).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
+        manifest = Manifest(
+            name=spec.name,
+            source=source,
+            io=io,
+            artifacts=artifacts,
+            preprocess=preprocess,
+            labels=metadata.get("labels"),
+            golden=GOLDEN_NAME,
+            timings=[t.to_dict() for t in steps.timings],
+            tool_version=__version__,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        manifest.write(staging)
+        _move_into_place(staging, dest, spec.force)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(manifest, dest, reports, steps.timings)
+
+
+def refuse_existing(dest: Path, force: bool) -> None:
+    """ExportError when `dest` exists and `force` is off (checked first, and again just before the move)."""
+    if dest.exists() and not force:
+        raise ExportError(
+            f"{dest} already exists",
+            hint="pass --force to replace it, or choose another --name/--out",
+            details={"folder": str(dest)},
+        )
+
+
+def _reference(model: nn.Module, io: IOSpec, resolved: ResolvedInputs, spec: ExportSpec) -> _Verification:
+    """Input sets at every batch size, plus one per other dynamic axis at its second size; eager outputs."""
+    sets = input_sets(io, spec.batch_sizes, seed=spec.seed, sizes=resolved.sizes)
+    labels = [f"batch {b}" for b in spec.batch_sizes]
+    base = {axis: size for axis, size in base_sizes(resolved).items() if axis != BATCH}
+    for i, axis in enumerate(a for a in resolved.dynamic_axes if a != BATCH):
+        sizes = base | {axis: resolved.second_size(axis), BATCH: spec.batch_sizes[-1]}
+        sets.append(random_inputs(io, sizes, spec.seed + len(spec.batch_sizes) + i))
+        labels.append(f"batch {spec.batch_sizes[-1]}, {axis} {sizes[axis]}")
+    eager = TorchRunner(model, io, name="eager")
+    return _Verification(sets, labels, [eager.run(inputs) for inputs in sets])
+
+
+def _build_artifacts(
+    model: nn.Module,
+    spec: ExportSpec,
+    io: IOSpec,
+    example: tuple[torch.Tensor, ...],
+    verification: _Verification,
+    staging: Path,
+    steps: Steps,
+    *,
+    opset: int,
+    target: Any,
+    provenance: dict[str, str],
+) -> tuple[list[Artifact], dict[str, ParityReport]]:
+    artifacts: list[Artifact] = []
+    reports: dict[str, ParityReport] = {}
+    precisions = ("fp32", "fp16") if spec.fp16 else ("fp32",)
+
+    def record(name: str, fmt: str, precision: str, art_io: IOSpec, report: ParityReport, details: dict) -> None:
+        path = staging / FILES[name]
+        details = {**details, "bytes": path.stat().st_size, "seconds": steps.seconds(name)}
+        artifacts.append(
+            Artifact(name, fmt, precision, FILES[name], sha256_file(path), art_io, report.to_dict(), details)
+        )
+        reports[name] = report
+
+    if "torchscript" in spec.formats:
+        for precision in precisions:
+            name = "torchscript" if precision == "fp32" else "torchscript_fp16"
+            art_io = io if precision == "fp32" else float_io(io, "float16", inputs=True, outputs=True)
+            report, details = _torchscript(model, spec, art_io, example, verification, staging, steps, name)
+            record(name, "torchscript", precision, art_io, report, details)
+    if "onnx" in spec.formats:
+        name = "onnx"
+        with steps("export onnx", name):
+            details = export_onnx(
+                model,
+                staging / FILES[name],
+                io,
+                example,
+                opset=opset,
+                target=target,
+                exporter=spec.exporter,
+                metadata=provenance | {"precision": "fp32"},
+            )
+            check_dynamic_axes(onnx.load(str(staging / FILES[name]), load_external_data=False), io)
+        runner = OnnxRuntimeRunner(staging / FILES[name], io, name=name)
+        report = _verify(name, runner, "fp32", spec, verification, steps)
+        record(name, "onnx", "fp32", io, report, details)
+        if spec.fp16:
+            art_io = float_io(io, "float16", inputs=spec.fp16_io, outputs=spec.fp16_io)
+            report, fp16_details = _onnx_fp16(spec, art_io, verification, staging, steps, target, provenance)
+            record("onnx_fp16", "onnx", "fp16", art_io, report, {**details, **fp16_details})
+    return artifacts, reports
+
+
+def _torchscript(
+    model: nn.Module,
+    spec: ExportSpec,
+    io: IOSpec,
+    example: tuple[torch.Tensor, ...],
+    verification: _Verification,
+    staging: Path,
+    steps: Steps,
+    name: str,
+) -> tuple[ParityReport, dict[str, Any]]:
+    half = name.endswith("fp16")
+    module = half_module(model) if half else model
+    details: dict[str, Any] = {"method": "trace" if spec.trace else "script"}
+    with steps(f"{details['method']} {name}", name):
+        if spec.trace:
+            args = tuple(t.half() if half and t.is_floating_point() else t for t in example)
+            scripted, notes = trace_module(module, args)
+            details["tracer_warnings"] = notes
+        else:
+            scripted = script_module(module)
+        loaded = save_and_reload(scripted, staging / FILES[name])
+    precision = "fp16" if half else "fp32"
+    return _verify(name, TorchRunner(loaded, io, name=name), precision, spec, verification, steps), details
+
+
+def _onnx_fp16(
+    spec: ExportSpec,
+    io: IOSpec,
+    verification: _Verification,
+    staging: Path,
+    steps: Steps,
+    target: Any,
+    provenance: dict[str, str],
+) -> tuple[ParityReport, dict[str, Any]]:
+    """Convert the fp32 ONNX file; if parity fails, retry keeping more sensitive ops in fp32 (FP16_ATTEMPTS)."""
+    name = "onnx_fp16"
+    path = staging / FILES[name]
+    fp32 = onnx.load(str(staging / FILES["onnx"]))
+    attempts: list[dict[str, Any]] = []
+    kept: list[str] = []
+    report: ParityReport | None = None
+    for reason, block in FP16_ATTEMPTS:
+        present = present_ops(fp32, block)
+        if attempts and present == kept:
+            continue  # this block list keeps no op the previous attempt converted: same graph
+        kept = present
+        with steps(f"convert {name}" + (f" (fp32: {', '.join(kept)})" if kept else ""), name):
+            proto = convert_onnx_fp16(fp32, keep_io_types=not spec.fp16_io, op_block_list=block)
+            cap_versions(proto, target)
+            set_metadata(proto, provenance | {"precision": "fp16"})
+            save_model(proto, path, external=False)
+            check_model(path)
+        # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
+        runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
+        try:
+            report = _verify(name, runner, "fp16", spec, verification, steps)
+        finally:
+            runner.close()
+        attempts.append({"kept_fp32": kept, "reason": reason, "passed": report.passed, "failures": report.failures()})
+        if report.passed:
+            break
+    assert report is not None
+    details = {"nodes": len(proto.graph.node), "fp16_io": spec.fp16_io, "kept_fp32_ops": kept}
+    return report, details | {"fp16_attempts": attempts}
+
+
+def _verify(
+    name: str, runner: Any, precision: str, spec: ExportSpec, verification: _Verification, steps: Steps
+) -> ParityReport:
+    tolerance = ToleranceConfig.for_precision(precision, spec.tolerances)
+    with steps(f"verify {name}", name):
+        return compare_runners(
+            verification.reference, runner, verification.inputs, tolerance, labels=verification.labels
+        )
+
+
+def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
+    """ExportError if an axis the spec calls dynamic has a fixed size in the ONNX graph's inputs or outputs."""
+    graph_dims = {value.name: value.type.tensor_type.shape.dim for value in (*proto.graph.input, *proto.graph.output)}
+    baked = []
+    for tensor in (*io.inputs, *io.outputs):
+        dims = graph_dims.get(tensor.name)
+        if dims is None:
+            raise ExportError(f"the ONNX graph has no input/output named {tensor.name!r}")
+        for index, axis in tensor.dynamic_axes.items():
+            if index < len(dims) and dims[index].HasField("dim_value"):
+                baked.append(f"{tensor.name}[{index}] ({axis}) = {dims[index].dim_value}")
+    if baked:
+        raise ExportError(
+            f"the exporter baked dynamic axes into fixed sizes: {', '.join(baked)}",
+            hint="the model's code specialises on that size; try --exporter legacy or fix the model",
+            details={"baked_axes": baked},
+        )
+
+
+def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:
+    """The same I/O with float inputs and/or outputs switched to `dtype` (an fp16 artifact's own I/O)."""
+
+    def switch(specs: Sequence[TensorSpec], on: bool) -> tuple[TensorSpec, ...]:
+        return tuple(t.with_dtype(dtype) if on and t.dtype.startswith("float") else t for t in specs)
+
+    return IOSpec(switch(io.inputs, inputs), switch(io.outputs, outputs))
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _folder_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o777 & ~umask
+
+
+def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
+    """Rename the finished staging folder to `dest`; with `force`, swap out an existing one first."""
+    if not dest.exists():
+        staging.rename(dest)
+        return
+    if not force:
+        refuse_existing(dest, force)
+    retired = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".replaced", dir=dest.parent))
+    retired.rmdir()
+    dest.rename(retired)
+    try:
+        staging.rename(dest)
+    except OSError:
+        retired.rename(dest)
+        raise
+    shutil.rmtree(retired, ignore_errors=True)

@@ -1,0 +1,138 @@
+"""PreprocessSpecs from the configs models ship with: timm's data config and torchvision's weights transforms.
+
+timm and torchvision are imported inside the functions only, so `import preprocess` never imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from export.errors import PreprocessError
+from preprocess.spec import INTERPOLATIONS, PreprocessSpec
+
+DEFAULT_CROP_PCT = 0.875  # timm's default when a config has none
+
+
+def from_timm_config(config: dict[str, Any]) -> PreprocessSpec:
+    """From a timm data config (`resolve_data_config` output) or pretrained_cfg: `input_size`, `interpolation`,
+    `crop_pct`, `crop_mode`, `mean`, `std`, as `timm.data.create_transform(**config)` applies them at eval time:
+    resize to `floor(size / crop_pct)` (shorter side; both sides for crop_mode "squash"), center crop to size."""
+    try:
+        _, height, width = config["input_size"]
+    except (KeyError, TypeError, ValueError):
+        raise PreprocessError(f"timm config needs input_size (C, H, W), got {config.get('input_size')!r}") from None
+    crop_pct = config.get("crop_pct") or DEFAULT_CROP_PCT
+    crop_mode = config.get("crop_mode") or "center"
+    scaled = (math.floor(height / crop_pct), math.floor(width / crop_pct))
+    if crop_mode == "squash":
+        resize, mode = scaled, "exact"
+    elif crop_mode == "center" and height == width:
+        resize, mode = scaled[0], "shorter"
+    else:
+        raise PreprocessError(
+            f"timm crop_mode {crop_mode!r} with input size {height}x{width} is not supported",
+            hint="supported: crop_mode 'center' with a square input, or 'squash'",
+        )
+    interpolation = config.get("interpolation", "bilinear")
+    if interpolation not in INTERPOLATIONS:
+        raise PreprocessError(f"timm interpolation {interpolation!r} is not supported", hint=f"use {INTERPOLATIONS}")
+    return PreprocessSpec(
+        resize=resize,
+        resize_mode=mode,
+        crop=(height, width),
+        interpolation=interpolation,
+        mean=tuple(config["mean"]),
+        std=tuple(config["std"]),
+    )
+
+
+def from_timm(source: Any) -> PreprocessSpec:
+    """From a timm model (its pretrained_cfg), a timm model name, or a data/pretrained config dict."""
+    from timm.data import resolve_data_config
+    from timm.models import get_pretrained_cfg
+
+    if isinstance(source, dict):
+        return from_timm_config(resolve_data_config(pretrained_cfg=source))
+    if isinstance(source, str):
+        cfg = get_pretrained_cfg(source)
+        if cfg is None:
+            raise PreprocessError(f"timm has no pretrained config for {source!r}", hint="pass the model or its config")
+        return from_timm_config(resolve_data_config(pretrained_cfg=cfg.to_dict()))
+    return from_timm_config(resolve_data_config(model=source))
+
+
+def from_torchvision(weights: Any) -> PreprocessSpec:
+    """From a torchvision weights enum (`ResNet50_Weights.IMAGENET1K_V2`) or its name ("ResNet50_Weights.IMAGENET1K_V2"
+    / "resnet50.IMAGENET1K_V2" style accepted by `torchvision.models.get_weight`), via its ImageClassification
+    transforms: resize_size, crop_size, interpolation, mean, std, antialias. Nothing is downloaded."""
+    from torchvision.models import get_weight
+    from torchvision.transforms._presets import ImageClassification
+
+    if isinstance(weights, str):
+        try:
+            weights = get_weight(weights)
+        except (ValueError, KeyError, AttributeError) as exc:
+            raise PreprocessError(f"unknown torchvision weights {weights!r} ({exc})") from None
+    preset = weights.transforms()
+    if not isinstance(preset, ImageClassification):
+        raise PreprocessError(f"{weights}: transforms are {type(preset).__name__}, not ImageClassification")
+    interpolation = preset.interpolation.value
+    if interpolation not in INTERPOLATIONS:
+        raise PreprocessError(f"{weights}: interpolation {interpolation!r} is not supported")
+    return PreprocessSpec(
+        resize=preset.resize_size[0],
+        crop=preset.crop_size[0],
+        interpolation=interpolation,
+        antialias=bool(preset.antialias),
+        mean=tuple(preset.mean),
+        std=tuple(preset.std),
+    )
+
+
+def spec_for_model(model: Any, arch: str) -> PreprocessSpec | None:
+    """The preprocessing an architecture's own config implies: timm models ("timm/NAME") from their
+    pretrained_cfg, torchvision models ("resnet50") from their DEFAULT weights' transforms; None for others."""
+    if arch.startswith("timm/"):
+        return from_timm(model) if getattr(model, "pretrained_cfg", None) else from_timm(arch.removeprefix("timm/"))
+    from torchvision.models import get_model_weights, list_models
+
+    if arch not in list_models():
+        return None
+    default = getattr(get_model_weights(arch), "DEFAULT", None)
+    try:
+        return from_torchvision(default) if default is not None else None
+    except PreprocessError:  # e.g. video or optical-flow presets: no image-classification spec to derive
+        return None
+
+
+def to_torchvision(spec: PreprocessSpec) -> Any:
+    """The torchvision `transforms.Compose` a training script would write for `spec`: RGB PIL image in, tensor out
+    (C, H, W) or (H, W, C) per the layout, channels reordered to BGR when asked, in the spec's dtype.
+
+    Resize (shorter side, or exact (height, width)), CenterCrop, PILToTensor, then `x / (1 / scale)` and
+    Normalize(mean, std) in float32 - `ToTensor() + Normalize()` for the default scale of 1/255. torch is
+    imported here only, so `import preprocess` stays torch-free.
+    """
+    import torch
+    from torchvision import transforms as T
+
+    steps: list[Any] = []
+    if spec.resize is not None:
+        interpolation = T.InterpolationMode(spec.interpolation)
+        steps.append(T.Resize(spec.resize, interpolation=interpolation, antialias=spec.antialias))
+    if spec.crop is not None:
+        steps.append(T.CenterCrop(spec.crop))
+    divisor = 1.0 / spec.scale
+    steps += [
+        T.PILToTensor(),
+        T.Lambda(lambda pixels: pixels.to(torch.float32) / divisor),
+        T.Normalize(spec.mean, spec.std),
+    ]
+    if spec.channel_order == "BGR":
+        steps.append(T.Lambda(lambda values: values.flip(0)))
+    if spec.layout == "NHWC":
+        steps.append(T.Lambda(lambda values: values.permute(1, 2, 0)))
+    dtype = getattr(torch, spec.dtype)
+    steps.append(T.Lambda(lambda values: values.to(dtype).contiguous()))
+    return T.Compose(steps)

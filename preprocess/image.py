@@ -1,0 +1,137 @@
+"""The one preprocessing implementation (numpy + Pillow): decode, orient, convert to RGB, resize, crop, normalize.
+
+It reproduces torchvision's `Resize(size) -> CenterCrop(crop) -> ToTensor() -> Normalize(mean, std)` on PIL images
+bit for bit by copying its rules: the long side is `int(size * long / short)` (truncated), the crop offset is
+`round((size - crop) / 2)`, a crop larger than the image pads with zeros first, the resize is Pillow's own
+(antialiased) filter, and the arithmetic is float32 in the same order (x / 255, then (x - mean) / std).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from export.errors import PreprocessError
+from preprocess.spec import PreprocessSpec
+
+PIL_FILTERS = {
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "nearest": Image.Resampling.NEAREST,
+}
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+ImageSource = str | Path | Image.Image
+
+
+def load_image(path: str | Path, *, apply_exif: bool = True) -> Image.Image:
+    """Decode an image file into an RGB PIL image (EXIF orientation applied unless `apply_exif=False`)."""
+    path = Path(path)
+    try:
+        with Image.open(path) as opened:
+            opened.load()
+            image = ImageOps.exif_transpose(opened) if apply_exif else opened.copy()
+    except FileNotFoundError:
+        raise PreprocessError(f"{path}: image file not found") from None
+    except UnidentifiedImageError:
+        hint = "use JPEG, PNG, BMP, GIF, TIFF or WebP"
+        raise PreprocessError(f"{path}: not an image Pillow can read", hint=hint) from None
+    except (OSError, ValueError, Image.DecompressionBombError) as exc:
+        raise PreprocessError(f"{path}: cannot decode image ({exc})") from None
+    return to_rgb(image, source=str(path))
+
+
+def to_rgb(image: Image.Image, *, source: str = "image") -> Image.Image:
+    """8-bit RGB. Like torchvision's `pil_loader` this is `image.convert("RGB")` (alpha dropped, palette expanded,
+    gray replicated), except for 16-bit images, which are scaled to 8 bits (value / 257, rounded) instead of being
+    clipped at 255 by Pillow's conversion."""
+    if image.mode == "RGB":
+        return image
+    if image.mode in SIXTEEN_BIT_MODES:
+        values = np.asarray(image, dtype=np.float64)
+        if values.min() < 0 or values.max() > 65535:
+            raise PreprocessError(f"{source}: {image.mode} image with values outside 0..65535 is not supported")
+        image = Image.fromarray(np.rint(values / 257.0).astype(np.uint8))
+    elif image.mode == "F":
+        raise PreprocessError(f"{source}: floating-point (mode F) images are not supported", hint="save it as 8-bit")
+    return image.convert("RGB")
+
+
+def transform(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
+    """One image -> one (C, H, W) or (H, W, C) array, per `spec`. The image is converted to RGB first."""
+    image = to_rgb(image)
+    image = _resize(image, spec)
+    pixels = np.asarray(image, dtype=np.uint8)
+    if spec.crop is not None:
+        pixels = center_crop(pixels, spec.crop)
+    values = pixels.astype(np.float32) / np.float32(1.0 / spec.scale)
+    values = (values - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
+    if spec.channel_order == "BGR":
+        values = values[..., ::-1]
+    if spec.layout == "NCHW":
+        values = values.transpose(2, 0, 1)
+    return np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
+
+
+def preprocess_images(sources: Sequence[ImageSource], spec: PreprocessSpec) -> np.ndarray:
+    """A batch (N, ...) from image files and/or PIL images; every output must have the same size (give a crop)."""
+    if not sources:
+        raise PreprocessError("no images to preprocess")
+    arrays = []
+    for source in sources:
+        if isinstance(source, Image.Image):
+            arrays.append(transform(source, spec))
+        else:
+            arrays.append(transform(load_image(source, apply_exif=spec.apply_exif), spec))
+    shapes = {a.shape for a in arrays}
+    if len(shapes) > 1:
+        raise PreprocessError(
+            f"images preprocess to different shapes {sorted(shapes)}", hint="set a crop size in the preprocess spec"
+        )
+    return np.stack(arrays)
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The image files directly in `folder` (by extension), sorted by name."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PreprocessError(f"{folder}: not a folder of images")
+    suffixes = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+    files = sorted(p for p in folder.iterdir() if p.suffix.lower() in suffixes and p.is_file())
+    if not files:
+        raise PreprocessError(f"{folder}: no image files here", hint=f"expected one of {', '.join(sorted(suffixes))}")
+    return files
+
+
+def resized_size(height: int, width: int, spec: PreprocessSpec) -> tuple[int, int]:
+    """torchvision's output size: shorter side to `resize`, long side `int(resize * long / short)`."""
+    if spec.resize is None:
+        return height, width
+    if isinstance(spec.resize, tuple):
+        return spec.resize
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = spec.resize, int(spec.resize * long / short)
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def center_crop(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """torchvision's center_crop on an (H, W, C) array: pad with zeros when too small, offsets by round()."""
+    crop_h, crop_w = size
+    height, width = pixels.shape[:2]
+    if crop_h > height or crop_w > width:
+        top, left = max(crop_h - height, 0) // 2, max(crop_w - width, 0) // 2
+        bottom, right = (max(crop_h - height, 0) + 1) // 2, (max(crop_w - width, 0) + 1) // 2
+        pixels = np.pad(pixels, ((top, bottom), (left, right), (0, 0)))
+        height, width = pixels.shape[:2]
+    top = round((height - crop_h) / 2.0)  # Python's round, as torchvision (half to even)
+    left = round((width - crop_w) / 2.0)
+    return pixels[top : top + crop_h, left : left + crop_w]
+
+
+def _resize(image: Image.Image, spec: PreprocessSpec) -> Image.Image:
+    height, width = resized_size(image.height, image.width, spec)
+    if (height, width) == (image.height, image.width):
+        return image
+    return image.resize((width, height), PIL_FILTERS[spec.interpolation])
