@@ -11,8 +11,9 @@ from rich.status import Status
 from rich.table import Table
 
 from export.cli import GuardedCommand, emit_json, json_option
+from export.commands.load_view import fingerprint_progress, print_load_report
 from export.commands.loader_options import load_options_from, loader_options
-from export.errors import ParityError, PublishError, UsageError
+from export.errors import ModelshipError, ParityError, PublishError, UsageError
 
 DEFAULT_OUT = Path("exports")
 
@@ -88,7 +89,7 @@ def _csv_ints(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
 )
 @click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-4).")
 @click.option("--rtol", type=float, default=None, help="fp32 relative tolerance (default 1e-3).")
-@click.option("--fp16-atol", type=float, default=None, help="fp16 absolute tolerance (default 5e-2).")
+@click.option("--fp16-atol", type=float, default=None, help="fp16 absolute tolerance (default 1e-1).")
 @click.option("--fp16-rtol", type=float, default=None, help="fp16 relative tolerance (default 5e-2).")
 @click.option("--force", is_flag=True, help="Replace an existing export of the same name (atomically).")
 @click.option(
@@ -138,8 +139,15 @@ def export_command(**kwargs: Any) -> None:
     )
     refuse_existing(spec.out_dir, spec.force)  # before the (possibly slow) load
     steps = Steps(ProgressListener(console))
-    with steps("load checkpoint"):
-        loaded = load_model(options)
+    try:
+        with steps("load checkpoint"):
+            loaded = load_model(options, progress=None if as_json else fingerprint_progress())
+    except ModelshipError as exc:
+        if not as_json and exc.details.get("sha256"):
+            print_load_report(console, exc.details)
+        raise
+    if not as_json:
+        print_load_report(console, loaded.report.to_dict())
     try:
         result = run_export(
             loaded.model,

@@ -172,8 +172,11 @@ def parity_command(**kwargs: Any) -> None:
         "passed": passed,
         "reports": [r.to_dict() for r in reports],
     }
+    diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, labels))}
     if serving is not None:
         payload["image_pipelines"] = {"reference": pipelines, "candidates": f"preprocess/ with {serving[1]}"}
+    if diagnoses:
+        payload["diagnosis"] = diagnoses
     report_path = kwargs["report_path"] or folder / REPORT_NAME
     report_path.write_text(json.dumps(payload, indent=2) + "\n")
     payload["report"] = str(report_path)
@@ -185,10 +188,13 @@ def parity_command(**kwargs: Any) -> None:
             click.echo(report.summary_line())
             for reason in report.failures():
                 click.echo(f"  - {reason}")
+            if report.candidate in diagnoses:
+                click.echo(f"  => {diagnoses[report.candidate]}")
     if not passed:
         failed = [r.candidate for r in reports if not r.passed]
+        why = f" - {next(iter(diagnoses.values()))}" if diagnoses else ""
         raise ParityError(
-            f"{len(failed)} of {len(reports)} failed parity against {reference.name}: {', '.join(failed)}",
+            f"{len(failed)} of {len(reports)} failed parity against {reference.name}: {', '.join(failed)}{why}",
             hint=f"details in {report_path}",
             details={k: v for k, v in payload.items() if k != "ok"},
         )
@@ -324,6 +330,23 @@ def _changed_since_export(path: Path, artifact: Artifact) -> str | None:
         f"{path.name} changed since export: sha256 {actual[:12]}, manifest {artifact.sha256[:12]} "
         "(re-export, or restore the verified file)"
     )
+
+
+def _preprocessing_diagnosis(report: Any, labels: list[str]) -> str | None:
+    """When the random input sets pass and only image sets fail, the model is fine and the preprocessing is not:
+    say so. (Image sets are labelled "image ..." / "N images from ...".)"""
+    rows = report.per_batch or []
+    images = [row for row in rows if row["label"].startswith("image ") or " images from " in row["label"]]
+    randoms = [row for row in rows if row not in images]
+    image_failed = any(not row["passed"] for row in images) or (
+        report.error is not None and len(rows) < len(labels) and _is_image_label(labels[len(rows)])
+    )
+    if randoms and all(row["passed"] for row in randoms) and image_failed and not report.error:
+        return (
+            "random inputs pass but the images fail: the serving preprocessing does not reproduce the training "
+            "transforms (check mean/std, channel order, resize/crop and interpolation in the manifest's spec)"
+        )
+    return None
 
 
 def _unchecked(reference: Any, runner: Any, reason: str) -> Any:
