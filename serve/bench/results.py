@@ -1,0 +1,141 @@
+"""Benchmark results: one row per measured comparison, printed as ONE table (ratios first) and written as JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+
+@dataclass
+class Row:
+    """One comparison: `ratio` = `value` / `baseline`, both measured in the same run; `ratio_of` says what over what.
+
+    `case` names what was measured (model, format, batch, concurrency, protocol...); `notes` is a short human
+    string (latency percentiles...); `data` holds every figure behind the row for the JSON report.
+    """
+
+    suite: str
+    case: str
+    ratio: float | None
+    ratio_of: str
+    value: float | None
+    baseline: float | None
+    unit: str
+    notes: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.suite or not self.case:
+            raise ValueError("a result row needs a suite and a case")
+        if self.ratio is not None and not math.isfinite(self.ratio):
+            raise ValueError(f"{self.suite}/{self.case}: ratio must be finite, got {self.ratio}")
+
+
+@dataclass
+class Report:
+    """Every row of one `modelship bench` run, with what is needed to compare runs (machine, versions, mode)."""
+
+    rows: list[Row]
+    quick: bool
+    started: str
+    seconds: float
+    machine: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    figures: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "started": self.started,
+            "seconds": round(self.seconds, 2),
+            "quick": self.quick,
+            "machine": self.machine,
+            "errors": self.errors,
+            "figures": self.figures,
+            "rows": [asdict(row) for row in self.rows],
+        }
+
+
+def machine_info() -> dict[str, Any]:
+    """The facts that make two benchmark runs comparable (or not)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("torch", "onnxruntime-gpu", "onnxruntime", "tritonclient", "nvidia-pytriton", "numpy"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return {
+        "cpus": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def format_number(value: float | None) -> str:
+    """Three significant figures, no scientific notation for the magnitudes benchmarks produce."""
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, 2 - magnitude)
+    return f"{value:,.{decimals}f}"
+
+
+def render_table(report: Report) -> Table:
+    """The one table `modelship bench` prints: ratio and what it compares first, then the absolute figures."""
+    mode = "quick" if report.quick else "full"
+    load = report.machine.get("load_average")
+    subtitle = f"{report.machine.get('cpus')} CPUs, load {load[0]:.2f}" if load else ""
+    table = Table(title=f"modelship bench ({mode}, {report.seconds:.0f} s)", caption=subtitle, show_lines=False)
+    for name, justify in (
+        ("ratio", "right"),
+        ("ratio of", "left"),
+        ("suite", "left"),
+        ("case", "left"),
+        ("measured", "right"),
+        ("baseline", "right"),
+        ("unit", "left"),
+        ("notes", "left"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")
+    for row in report.rows:
+        table.add_row(
+            "-" if row.ratio is None else f"{row.ratio:.2f}",
+            row.ratio_of,
+            row.suite,
+            row.case,
+            format_number(row.value),
+            format_number(row.baseline),
+            row.unit,
+            row.notes,
+        )
+    return table
+
+
+def result_stem(started: datetime, *, quick: bool, suites: tuple[str, ...] = ()) -> str:
+    """File name stem for a run: `<date>` for a full run, `<date>-quick` for `--quick`, plus `-<suite>...` when only
+    some suites ran (a partial or quick run never overwrites the full run of the same day)."""
+    return "-".join([started.strftime("%Y-%m-%d"), *(["quick"] if quick else []), *suites])
+
+
+def write_json(report: Report, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
+    return path

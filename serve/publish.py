@@ -1,0 +1,254 @@
+"""Publish an export folder to a Triton model repository: one Triton model per artifact, a new version each time.
+
+    <repo>/<name>_<artifact>/config.pbtxt        ModelConfig (see serve.triton_config)
+    <repo>/<name>_<artifact>/labels.txt          class labels, one per line (when known)
+    <repo>/<name>_<artifact>/preprocess.json     the preprocessing spec (also in config parameters)
+    <repo>/<name>_<artifact>/<N>/model.onnx|pt   the artifact, sha256-verified against the manifest
+    <repo>/<name>_<artifact>/<N>/modelship.json  the export manifest, narrowed to this artifact, plus publish info
+
+Model-level files describe the latest publish; version folders are immutable. See serve.repository for the
+atomicity and locking guarantees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from export import __version__
+from export.errors import PublishError
+from export.manifest import Artifact, Manifest
+from serve import repository
+from serve.triton_config import (
+    DEFAULT_MAX_BATCH_SIZE,
+    DEFAULT_QUEUE_DELAY_US,
+    LABELS_FILE,
+    MODEL_FILES,
+    ServingOptions,
+    build_config,
+    parse_config,
+    to_text,
+)
+
+DEFAULT_REPO = Path("model_repo")
+MANIFEST_FILE = "modelship.json"
+PREPROCESS_FILE = "preprocess.json"
+CONFIG_FILE = "config.pbtxt"
+# Test hook: seconds to sleep after the first chunk of a model file is staged (simulates a publisher killed midway).
+PAUSE_ENV = "MODELSHIP_PUBLISH_PAUSE_S"
+_CHUNK = 1 << 20
+
+
+@dataclass
+class PublishedModel:
+    name: str
+    artifact: str
+    version: int
+    path: Path
+    config: Path
+    sha256: str
+
+
+@dataclass
+class PublishResult:
+    repo: Path
+    models: list[PublishedModel] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.models]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repo": str(self.repo),
+            "models": [{k: str(v) if isinstance(v, Path) else v for k, v in vars(m).items()} for m in self.models],
+        }
+
+
+def publish_export(
+    export_dir: Path,
+    repo: Path | None = DEFAULT_REPO,
+    *,
+    name: str | None = None,
+    artifacts: list[str] | None = None,
+    version: int | None = None,
+    kind: str = "cpu",
+    instances: int = 1,
+    labels: Path | None = None,
+    trt_fp16: bool = False,
+    max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US,
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    keep_versions: int = 1,
+) -> PublishResult:
+    """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`."""
+    export_dir, repo = Path(export_dir), Path(repo or DEFAULT_REPO)
+    manifest = Manifest.read(export_dir)
+    base = repository.check_model_name(manifest.name if name is None else name)
+    chosen = _choose(manifest, artifacts)
+    label_list = _read_labels(labels) if labels is not None else manifest.labels
+    options = ServingOptions(
+        kind=kind,
+        instances=instances,
+        max_batch_size=max_batch_size,
+        max_queue_delay_us=max_queue_delay_us,
+        keep_versions=keep_versions,
+        trt_fp16=trt_fp16,
+    )
+    result = PublishResult(repo=repo.resolve())
+    model_names = {art.name: repository.check_model_name(f"{base}_{art.name}") for art in chosen}
+    for art in chosen:
+        _check_labels(art, label_list)
+    with repository.locked(repo):
+        for art in chosen:
+            result.models.append(
+                _publish_one(export_dir, repo, manifest, art, model_names[art.name], options, version, label_list)
+            )
+    return result
+
+
+def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
+    if not manifest.artifacts:
+        raise PublishError(f"export {manifest.name!r} has no artifacts", hint="run export-model first")
+    if not wanted:
+        return list(manifest.artifacts)
+    known = {a.name: a for a in manifest.artifacts}
+    missing = [w for w in wanted if w not in known]
+    if missing:
+        raise PublishError(
+            f"export {manifest.name!r} has no artifact {missing[0]!r}", hint=f"artifacts: {', '.join(known)}"
+        )
+    return [known[w] for w in dict.fromkeys(wanted)]
+
+
+def _read_labels(path: Path) -> list[str]:
+    try:
+        lines = [line.strip() for line in Path(path).read_text().splitlines()]
+    except OSError as exc:
+        raise PublishError(f"{path}: cannot read labels ({exc.strerror})") from None
+    labels = [line for line in lines if line]
+    if not labels:
+        raise PublishError(f"{path}: no labels in file", hint="one label per line")
+    return labels
+
+
+def _check_labels(art: Artifact, labels: list[str] | None) -> None:
+    if not labels:
+        return
+    classes = art.io.outputs[0].shape[-1] if art.io.outputs and art.io.outputs[0].shape else None
+    if isinstance(classes, int) and classes != len(labels):
+        raise PublishError(
+            f"{len(labels)} labels for output {art.io.outputs[0].name!r} of {classes} classes",
+            hint="give one label per class, in class-index order",
+        )
+
+
+def _publish_one(
+    export_dir: Path,
+    repo: Path,
+    manifest: Manifest,
+    art: Artifact,
+    model_name: str,
+    options: ServingOptions,
+    version: int | None,
+    labels: list[str] | None,
+) -> PublishedModel:
+    model_dir = repo / model_name
+    number = repository.choose_version(model_dir, version)
+    config = build_config(
+        model_name,
+        art,
+        options,
+        preprocess=manifest.preprocess,
+        labels=labels,
+        export_info={
+            "export": manifest.name,
+            "artifact": art.name,
+            "sha256": art.sha256,
+            "checkpoint_sha256": manifest.source.sha256,
+            "arch": manifest.source.arch,
+            "version": number,
+            "tool_version": __version__,
+        },
+    )
+    _check_compatible(model_dir, config, options)
+    staging = repository.staging_dir(repo)
+    version_dir = staging / model_name / str(number)
+    version_dir.mkdir(parents=True)
+    _copy_verified(export_dir / art.file, version_dir / MODEL_FILES[art.format], art)
+    for extra in _external_data(export_dir, art):
+        shutil.copy2(extra, version_dir / extra.name)
+    record = dataclasses.replace(manifest, artifacts=[art])
+    record_dict = record.to_dict() | {
+        "published": {"model": model_name, "version": number, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    }
+    (version_dir / MANIFEST_FILE).write_text(json.dumps(record_dict, indent=2) + "\n")
+    model_files = {CONFIG_FILE: to_text(config)}
+    if labels:
+        model_files[LABELS_FILE] = "\n".join(labels) + "\n"
+    if manifest.preprocess:
+        model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess, indent=2) + "\n"
+    for filename, text in model_files.items():
+        (staging / model_name / filename).write_text(text)
+    parse_config(model_files[CONFIG_FILE], str(model_dir / CONFIG_FILE))
+    if not model_dir.exists():
+        os.rename(staging / model_name, model_dir)  # a new model appears whole, config and version together
+    else:
+        repository.install_version(version_dir, model_dir, number)
+        for filename in model_files:
+            os.replace(staging / model_name / filename, model_dir / filename)
+        for stale in {LABELS_FILE, PREPROCESS_FILE} - set(model_files):
+            (model_dir / stale).unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+    return PublishedModel(model_name, art.name, number, model_dir / str(number), model_dir / CONFIG_FILE, art.sha256)
+
+
+def _check_compatible(model_dir: Path, config: Any, options: ServingOptions) -> None:
+    """Refuse a new version whose tensors differ from the served ones while several versions are served."""
+    existing = model_dir / CONFIG_FILE
+    if options.keep_versions == 1 or not existing.is_file() or not repository.versions(model_dir):
+        return
+    old = parse_config(existing.read_text(), str(existing))
+    if (list(old.input), list(old.output), old.max_batch_size) != (
+        list(config.input),
+        list(config.output),
+        config.max_batch_size,
+    ):
+        raise PublishError(
+            f"{model_dir.name}: inputs/outputs differ from the versions already served together with this one",
+            hint="publish under a new --name, or serve only the latest version (--keep-versions 1)",
+        )
+
+
+def _copy_verified(source: Path, target: Path, art: Artifact) -> None:
+    """Copy `source` to `target`, hashing as it goes; PublishError unless the sha256 matches the manifest."""
+    if not source.is_file():
+        raise PublishError(f"{source}: artifact {art.name!r} file is missing", hint="re-run export-model")
+    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(target, "wb") as dst:
+        while chunk := src.read(_CHUNK):
+            digest.update(chunk)
+            dst.write(chunk)
+            if pause:
+                dst.flush()
+                time.sleep(pause)
+                pause = 0
+    if digest.hexdigest() != art.sha256:
+        raise PublishError(
+            f"{source}: sha256 {digest.hexdigest()[:12]}… does not match the manifest's {art.sha256[:12]}…",
+            hint="the file changed after export; re-run export-model",
+        )
+
+
+def _external_data(export_dir: Path, art: Artifact) -> list[Path]:
+    """ONNX external-data files stored beside the graph (`model.onnx.data`)."""
+    if art.format != "onnx":
+        return []
+    return [p for p in [export_dir / f"{art.file}.data"] if p.is_file()]

@@ -1,0 +1,48 @@
+"""A parity-engine Runner backed by a served Triton model: `modelship parity EXPORT_DIR --served URL`.
+
+Inputs and outputs are keyed by the export manifest's names. The served names can differ (LibTorch models take
+`INPUT__0`, return `OUTPUT__0`); the mapping is read from the model's config (`modelship.io`, written by
+`modelship publish`). Float inputs are cast to the served float dtype, as the local ONNX Runtime runner does, so
+the same float32 test inputs drive fp32 and fp16-I/O models.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from export.errors import ClientError
+from serve.client import ModelInfo, Tensors, TritonClient
+
+
+class TritonRunner:
+    """Runs `model_name` on the Triton server at `url` (http://, grpc:// or host:port with `protocol`)."""
+
+    def __init__(self, url: str, model_name: str, protocol: str = "http", name: str | None = None) -> None:
+        scheme = url.partition("://")[0] if "://" in url else None
+        self.client = TritonClient(url, protocol=scheme or protocol)
+        self.model_name = model_name
+        self.name = name or f"triton:{model_name}"
+        self._info: ModelInfo | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        if self._info is None:
+            self._info = self.client.model(self.model_name)
+        return self._info
+
+    def run(self, inputs: Tensors) -> Tensors:
+        info = self.info
+        names = info.io_names
+        missing = sorted(set(names["inputs"].values()) - set(inputs))
+        if missing:
+            raise ClientError(f"{self.name}: no value for inputs {missing}", hint=f"inputs: {sorted(inputs)}")
+        feeds = {}
+        for served, manifest_name in names["inputs"].items():
+            array = np.asarray(inputs[manifest_name])
+            dtype = info.input(served).dtype
+            feeds[served] = array.astype(dtype, copy=False) if array.dtype.kind == dtype.kind == "f" else array
+        outputs = self.client.infer(self.model_name, feeds)
+        return {names["outputs"].get(served, served): value for served, value in outputs.items()}
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,327 @@
+"""A real Triton Inference Server (2.51, from the nvidia-pytriton wheel) on this machine, started and stopped cleanly.
+
+`nvidia-pytriton` ships the `tritonserver` binary, its libraries and the Python backend, but no native ONNX Runtime
+or LibTorch backend. `backend_directory()` assembles one that serves standard repositories anyway: Triton maps
+`platform: "onnxruntime_onnx"` to a backend named `onnxruntime` and `pytorch_libtorch` to `pytorch`, and a folder
+`<backend-directory>/<name>/model.py` is a Python-based backend of that name. So the directory holds
+
+    python/       libtriton_python.so, triton_python_backend_utils.py, triton_python_backend_stub  (real copies)
+    onnxruntime/  model.py (+ modelship_backend.py)   runs model.onnx with onnxruntime
+    pytorch/      model.py (+ modelship_backend.py)   runs model.pt with torch.jit.load
+
+This exercises the repository layout, the configs, Triton's HTTP/gRPC API and its scheduler, not Triton's native
+C++ backends; production runs a stock `tritonserver` container on the same repository (`production_command`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from export.errors import ServeError
+
+TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # the container release that ships Triton 2.51
+BACKENDS_SOURCE = Path(__file__).parent / "backends"
+PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
+SHARED_BACKEND_FILES = ("modelship_backend.py",)
+EXIT_TIMEOUT_S = 5
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """Where nvidia-pytriton put the server binary, its shared libraries and the Python backend."""
+
+    binary: Path
+    libs: Path
+    python_backend: Path
+    stub: Path
+    version: str
+
+    @classmethod
+    def find(cls) -> TritonInstall:
+        try:
+            import pytriton
+        except ImportError:
+            raise ServeError(
+                "nvidia-pytriton is not installed: no tritonserver binary",
+                hint="pip install nvidia-pytriton==0.7.0, or run a stock tritonserver container",
+            ) from None
+        root = Path(pytriton.__file__).parent / "tritonserver"
+        py = f"{sys.version_info.major}.{sys.version_info.minor}"
+        install = cls(
+            binary=root / "bin" / "tritonserver",
+            libs=Path(pytriton.__file__).parent.parent / "nvidia_pytriton.libs",
+            python_backend=root / "backends" / "python",
+            stub=root / "python_backend_stubs" / py / "triton_python_backend_stub",
+            version=metadata.version("nvidia-pytriton"),
+        )
+        missing = [p for p in (install.binary, install.python_backend, install.stub) if not p.exists()]
+        if missing:
+            raise ServeError(f"nvidia-pytriton install is incomplete, missing {missing[0]}", hint=f"Python {py}?")
+        return install
+
+
+def backend_directory(cache: Path | None = None) -> Path:
+    """The assembled backend directory, built once per (pytriton, Python, backend sources) and reused.
+
+    Built in a temporary folder and renamed into place, so concurrent servers never see a half-built one.
+    """
+    install = TritonInstall.find()
+    sources = sorted(p for p in BACKENDS_SOURCE.rglob("*.py") if "__pycache__" not in p.parts)
+    key = hashlib.sha256(f"{install.version}|{sys.version}|{sys.executable}".encode())
+    for path in sources:
+        key.update(path.read_bytes())
+    cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "modelship" / "backends"
+    target = cache / key.hexdigest()[:16]
+    if target.is_dir():
+        return target
+    cache.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
+    python_dir = staging / "python"
+    python_dir.mkdir()
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        shutil.copy2(install.python_backend / name, python_dir / name)  # copies: symlinks "escape" the directory
+    shutil.copy2(install.stub, python_dir / "triton_python_backend_stub")
+    for backend in PYTHON_BACKEND_NAMES:
+        (staging / backend).mkdir()
+        for name in ("model.py", *SHARED_BACKEND_FILES):
+            source = BACKENDS_SOURCE / backend / name if name == "model.py" else BACKENDS_SOURCE / name
+            shutil.copy2(source, staging / backend / name)
+    try:
+        staging.rename(target)
+    except OSError:  # another process won the race; its copy is identical
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def server_environment(install: TritonInstall) -> dict[str, str]:
+    """PATH and LD_LIBRARY_PATH so the Python stub runs this interpreter and its packages (see the module doc)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(install.libs), env.get("LD_LIBRARY_PATH")) if p)
+    return env
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True if something listens on (host, port). A port merely in TIME_WAIT counts as free, as it does for Triton."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: Linux delivers SIGTERM to the server if the process that started it dies, so a
+    killed test run or CLI leaves no orphan server behind (PR_SET_PDEATHSIG)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def production_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002) -> str:
+    """The equivalent command on a GPU host with Docker and the stock Triton container (native backends)."""
+    repo = Path(repo).resolve()
+    return (
+        f"docker run --rm --gpus=all -p{http_port}:8000 -p{grpc_port}:8001 -p{metrics_port}:8002 "
+        f"-v {repo}:/models {TRITON_IMAGE} tritonserver --model-repository=/models"
+    )
+
+
+@dataclass
+class TritonServer:
+    """A local `tritonserver` process on free (or given) ports; a context manager.
+
+    `start()` returns once `/v2/health/ready` answers 200 (every model loaded) or raises ServeError with the tail
+    of the server log. `stop()` sends SIGTERM, waits `exit_timeout_s` + a margin, then kills.
+    """
+
+    repo: Path
+    host: str = "127.0.0.1"
+    http_port: int | None = None
+    grpc_port: int | None = None
+    metrics_port: int | None = None
+    explicit_models: list[str] | None = None  # None: load everything (mode "none"); a list: explicit mode, these
+    log_file: Path | None = None
+    verbose: bool = False
+    startup_timeout_s: float = 180.0
+    exit_timeout_s: int = EXIT_TIMEOUT_S
+    extra_args: list[str] = field(default_factory=list)
+    process: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    startup_s: float | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.repo = Path(self.repo).resolve()
+        self.log_file = Path(self.log_file) if self.log_file is not None else None
+        self._requested_ports = (self.http_port, self.grpc_port, self.metrics_port)  # None: pick a free one
+
+    @property
+    def _client_host(self) -> str:
+        return "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+
+    @property
+    def http_url(self) -> str:
+        return f"http://{self._client_host}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://{self._client_host}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self._client_host}:{self.metrics_port}/metrics"
+
+    def command(self, backends: Path, install: TritonInstall) -> list[str]:
+        cmd = [
+            str(install.binary),
+            f"--model-repository={self.repo}",
+            f"--backend-directory={backends}",
+            f"--http-address={self.host}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={self.host}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={self.host}",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-gpu-metrics=false",
+            f"--exit-timeout-secs={self.exit_timeout_s}",
+            "--strict-readiness=true",
+        ]
+        if self.explicit_models is not None:
+            cmd.append("--model-control-mode=explicit")
+            cmd.extend(f"--load-model={name}" for name in self.explicit_models)
+        if self.verbose:
+            cmd.append("--log-verbose=1")
+        return cmd + list(self.extra_args)
+
+    def start(self) -> TritonServer:
+        if self.process is not None:
+            raise ServeError("this TritonServer is already running", hint="call stop() first")
+        if not self.repo.is_dir():
+            raise ServeError(f"{self.repo}: model repository does not exist", hint="run `modelship publish` first")
+        install = TritonInstall.find()
+        backends = backend_directory()
+        attempts = 3 if None in self._requested_ports else 1  # a free port can be taken before Triton binds it
+        for attempt in range(attempts):
+            self.http_port, self.grpc_port, self.metrics_port = (
+                free_port(self.host) if port is None else port for port in self._requested_ports
+            )
+            self._check_ports()
+            try:
+                self._launch(backends, install)
+                return self
+            except ServeError as exc:
+                if attempt + 1 == attempts or "address already in use" not in str(exc.details.get("log", "")).lower():
+                    raise
+        return self
+
+    def _check_ports(self) -> None:
+        """Refuse ports something already listens on: readiness probes would otherwise reach the other server."""
+        ports = {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
+        if len(set(ports.values())) < len(ports):
+            raise ServeError(f"HTTP, gRPC and metrics ports must differ, got {ports}")
+        for kind, port in ports.items():
+            if port_in_use(self.host, port):
+                raise ServeError(
+                    f"{kind} port {port} on {self.host} is already in use",
+                    hint=f"stop the other server or pick another port (--{kind}-port)",
+                    details={"port": port},
+                )
+
+    def _launch(self, backends: Path, install: TritonInstall) -> None:
+        if self.log_file is None:
+            self.log_file = Path(tempfile.mkstemp(prefix="tritonserver-", suffix=".log")[1])
+        began = time.perf_counter()
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(backends, install),
+                stdout=None if self.verbose else log,
+                stderr=None if self.verbose else subprocess.STDOUT,
+                env=server_environment(install),
+                start_new_session=True,  # Ctrl-C in a terminal reaches us, not the server; we stop it ourselves
+                preexec_fn=_die_with_parent,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_s = time.perf_counter() - began
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code is not None:
+                raise self._failure(f"tritonserver exited with code {code} while starting")
+            if self.ready():
+                return
+            time.sleep(0.1)
+        raise self._failure(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")
+
+    def _failure(self, message: str) -> ServeError:
+        tail = self.log_tail()
+        reason = next((line for line in reversed(tail.splitlines()) if " E" in line[:2] or "error" in line.lower()), "")
+        return ServeError(
+            f"{message}: {reason.strip()[:300]}" if reason else message,
+            hint=f"full server log: {self.log_file}",
+            details={"log": tail, "log_file": str(self.log_file)},
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_file is None or not self.log_file.exists():
+            return ""
+        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.http_url}/v2/health/ready", timeout=1) as response:
+                return response.status == 200
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return False
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL after the exit timeout); returns its exit code."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=self.exit_timeout_s + 10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def __enter__(self) -> TritonServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

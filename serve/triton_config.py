@@ -1,0 +1,186 @@
+"""Triton `config.pbtxt` for one exported artifact, built as tritonclient's `ModelConfig` protobuf.
+
+One artifact -> one Triton model. What goes in, and why:
+- `platform`: `onnxruntime_onnx` or `pytorch_libtorch`; `default_model_filename` model.onnx / model.pt.
+- Tensors: ONNX keeps the graph's names; LibTorch uses Triton's `INPUT__i` / `OUTPUT__i` convention. The mapping
+  back to the manifest's names travels in `parameters["modelship.io"]`.
+- Shapes: a model batched along a leading "batch" axis gets `max_batch_size` > 0 and dims without that axis;
+  otherwise `max_batch_size: 0` and full dims. Other named (dynamic) axes are -1.
+- `dynamic_batching` (batched models) with a short queue delay, `instance_group` (kind, count),
+  `model_warmup` (one batch-1 request per model: random floats, zero integers), `version_policy`.
+- `label_filename` on the first output when labels are given (Triton's classification extension).
+- `parameters`: `modelship.preprocess` (the preprocessing spec as JSON, so a client can fetch it through the model
+  config API), `modelship.io`, `modelship.labels`, `modelship.export` (sha256, parity, source), and backend knobs
+  (`disabled_optimizers` for fp16 ONNX graphs).
+- Opt-in TensorRT accelerator for GPU ONNX models (`trt_fp16`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from export.errors import PublishError
+from export.iospec import IOSpec, TensorSpec
+from export.manifest import Artifact
+
+PLATFORMS = {"onnx": "onnxruntime_onnx", "torchscript": "pytorch_libtorch"}
+MODEL_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}
+TRITON_DTYPES = {
+    "float32": "TYPE_FP32",
+    "float16": "TYPE_FP16",
+    "bfloat16": "TYPE_BF16",
+    "int64": "TYPE_INT64",
+    "int32": "TYPE_INT32",
+    "int8": "TYPE_INT8",
+    "uint8": "TYPE_UINT8",
+    "bool": "TYPE_BOOL",
+}
+KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU"}
+LABELS_FILE = "labels.txt"
+DEFAULT_MAX_BATCH_SIZE = 16
+DEFAULT_QUEUE_DELAY_US = 100
+# ORT 1.31 segfaults creating a CPU session for some fp16 graphs (ViT) unless this optimizer is off.
+FP16_DISABLED_OPTIMIZERS = "NchwcTransformer"
+
+# config `parameters` keys written by modelship
+PARAM_PREPROCESS = "modelship.preprocess"
+PARAM_IO = "modelship.io"
+PARAM_LABELS = "modelship.labels"
+PARAM_EXPORT = "modelship.export"
+
+
+@dataclass(frozen=True)
+class ServingOptions:
+    """How one model is served; the `modelship publish` flags."""
+
+    kind: str = "cpu"
+    instances: int = 1
+    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
+    max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
+    keep_versions: int = 1  # serve the latest N versions; 0 = all
+    trt_fp16: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise PublishError(f"unknown instance kind {self.kind!r}", hint=f"use one of {', '.join(KINDS)}")
+        if self.instances < 1:
+            raise PublishError(f"instances must be at least 1, got {self.instances}")
+        if self.max_batch_size < 1:
+            raise PublishError(f"max batch size must be at least 1, got {self.max_batch_size}")
+        if self.max_queue_delay_us < 0:
+            raise PublishError(f"max queue delay must be >= 0 µs, got {self.max_queue_delay_us}")
+        if self.keep_versions < 0:
+            raise PublishError(f"keep-versions must be >= 0 (0 = all), got {self.keep_versions}")
+        if self.trt_fp16 and self.kind != "gpu":
+            raise PublishError("--trt-fp16 needs GPU instances", hint="add --kind gpu")
+
+
+def triton_names(artifact: Artifact) -> dict[str, dict[str, str]]:
+    """{"inputs": {triton name: manifest name}, "outputs": {...}}: identity for ONNX, INPUT__i/OUTPUT__i for
+    LibTorch."""
+    io = artifact.io
+    if artifact.format == "torchscript":
+        return {
+            "inputs": {f"INPUT__{i}": t.name for i, t in enumerate(io.inputs)},
+            "outputs": {f"OUTPUT__{i}": t.name for i, t in enumerate(io.outputs)},
+        }
+    return {"inputs": {t.name: t.name for t in io.inputs}, "outputs": {t.name: t.name for t in io.outputs}}
+
+
+def _dims(spec: TensorSpec, batched: bool) -> list[int]:
+    shape = spec.shape[1:] if batched else spec.shape
+    return [d if isinstance(d, int) else -1 for d in shape]
+
+
+def _dtype(spec: TensorSpec) -> int:
+    return mc.DataType.Value(TRITON_DTYPES[spec.dtype])
+
+
+def _warmup(io: IOSpec, names: dict[str, str], batched: bool) -> mc.ModelWarmup:
+    """One batch-1 request: random floats, zeros for integers (random ids could fall outside an embedding)."""
+    warmup = mc.ModelWarmup(name="modelship_batch1", batch_size=1 if batched else 0)
+    for triton_name, spec in zip(names, io.inputs, strict=True):
+        dims = [d if d > 0 else 1 for d in _dims(spec, batched)]
+        floating = spec.dtype.startswith(("float", "bfloat"))
+        entry = mc.ModelWarmup.Input(data_type=_dtype(spec), dims=dims)
+        if floating:
+            entry.random_data = True
+        else:
+            entry.zero_data = True
+        warmup.inputs[triton_name].CopyFrom(entry)
+    return warmup
+
+
+def build_config(
+    model_name: str,
+    artifact: Artifact,
+    options: ServingOptions,
+    *,
+    preprocess: dict[str, Any] | None = None,
+    labels: list[str] | None = None,
+    export_info: dict[str, Any] | None = None,
+) -> mc.ModelConfig:
+    """The ModelConfig serving `artifact` as `model_name`."""
+    if artifact.format not in PLATFORMS:
+        raise PublishError(f"artifact {artifact.name!r}: no Triton platform for format {artifact.format!r}")
+    io = artifact.io
+    if not io.outputs:
+        raise PublishError(f"artifact {artifact.name!r} declares no outputs", hint="re-export with export-model")
+    unsupported = sorted({t.dtype for t in (*io.inputs, *io.outputs)} - set(TRITON_DTYPES))
+    if unsupported:
+        raise PublishError(f"artifact {artifact.name!r}: dtypes {unsupported} have no Triton type")
+    names = triton_names(artifact)
+    batched = io.batched
+    config = mc.ModelConfig(
+        name=model_name,
+        platform=PLATFORMS[artifact.format],
+        default_model_filename=MODEL_FILES[artifact.format],
+        max_batch_size=options.max_batch_size if batched else 0,
+    )
+    for triton_name, spec in zip(names["inputs"], io.inputs, strict=True):
+        config.input.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
+    for triton_name, spec in zip(names["outputs"], io.outputs, strict=True):
+        config.output.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
+    if labels:
+        config.output[0].label_filename = LABELS_FILE
+    if batched:
+        config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
+    config.instance_group.add(kind=mc.ModelInstanceGroup.Kind.Value(KINDS[options.kind]), count=options.instances)
+    if options.keep_versions:
+        config.version_policy.latest.num_versions = options.keep_versions
+    else:
+        config.version_policy.all.SetInParent()
+    config.model_warmup.append(_warmup(io, names["inputs"], batched))
+    if options.trt_fp16 and artifact.format == "onnx":
+        accelerator = config.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
+        accelerator.parameters["precision_mode"] = "FP16"
+        accelerator.parameters["max_workspace_size_bytes"] = str(1 << 30)
+    parameters = {PARAM_IO: json.dumps(names)}
+    if preprocess:
+        parameters[PARAM_PREPROCESS] = json.dumps(preprocess, sort_keys=True)
+    if labels:
+        parameters[PARAM_LABELS] = json.dumps(list(labels))
+    if export_info:
+        parameters[PARAM_EXPORT] = json.dumps(export_info, sort_keys=True, default=str)
+    if artifact.format == "onnx" and artifact.precision == "fp16":
+        parameters["disabled_optimizers"] = FP16_DISABLED_OPTIMIZERS
+    for key, value in parameters.items():
+        config.parameters[key].string_value = value
+    return config
+
+
+def to_text(config: mc.ModelConfig) -> str:
+    return text_format.MessageToString(config)
+
+
+def parse_config(text: str, source: str = "config.pbtxt") -> mc.ModelConfig:
+    """Parse config text as Triton does (rejects unknown fields and malformed text)."""
+    try:
+        return text_format.Parse(text, mc.ModelConfig())
+    except text_format.ParseError as exc:
+        raise PublishError(f"{source}: not a valid Triton model config ({exc})") from None

@@ -1,0 +1,91 @@
+"""`modelship serve` as a user runs it: ready JSON on stdout, endpoints that answer, clean exit on SIGTERM/Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from serve_exports import write_export
+
+from serve.client import TritonClient
+from serve.publish import publish_export
+from serve.server import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SERVE = (sys.executable, "-c", "from export.cli import main; main()", "serve", "--json", "--repo")
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("serve_cmd")
+    publish_export(write_export(root / "tiny"), root / "repo", artifacts=["onnx"])
+    return root / "repo"
+
+
+def start(repo: Path, *extra: str) -> tuple[subprocess.Popen, dict]:
+    ports = [str(free_port()) for _ in range(3)]
+    proc = subprocess.Popen(
+        [*SERVE, str(repo), "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *extra],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    for line in proc.stdout:  # the one JSON object, printed once the server is ready
+        lines.append(line)
+        if line.startswith("}"):
+            break
+    assert lines, proc.stderr.read()
+    return proc, json.loads("".join(lines))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_reports_endpoints_and_stops_on_signal(repo: Path, sig: signal.Signals) -> None:
+    proc, ready = start(repo)
+    try:
+        assert ready["ok"] and ready["http"].startswith("http://127.0.0.1:")
+        assert [m["name"] for m in ready["models"]] == ["tiny_onnx"]
+        assert "tritonserver --model-repository=/models" in ready["production_command"]
+        assert Path(ready["log_file"]).is_file()
+        with TritonClient(ready["grpc"]) as client:
+            assert client.live()
+    finally:
+        proc.send_signal(sig)
+        code = proc.wait(timeout=30)
+    assert code == 0, proc.stderr.read()
+    with TritonClient(ready["http"]) as client:
+        assert not client.live()
+
+
+def test_serve_fails_clearly_when_the_port_is_taken(repo: Path) -> None:
+    proc, ready = start(repo)
+    try:
+        port = ready["http"].rsplit(":", 1)[1]
+        clash = subprocess.run(
+            [
+                *SERVE,
+                str(repo),
+                "--http-port",
+                port,
+                "--grpc-port",
+                str(free_port()),
+                "--metrics-port",
+                str(free_port()),
+            ],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    payload = json.loads(clash.stdout)
+    assert clash.returncode == 1 and payload["ok"] is False
+    assert payload["error"].startswith(f"http port {port} on 127.0.0.1 is already in use")

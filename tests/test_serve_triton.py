@@ -1,0 +1,162 @@
+"""A real Triton server on loopback serving published ONNX fp32, ONNX fp16 (fp16 and fp32 I/O) and TorchScript
+models, queried over HTTP and gRPC and compared with eager PyTorch. One server for the whole module."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from PIL import Image
+from serve_exports import LABELS, PREPROCESS, SIZE, TinyNet, TwoHeads, eager, tiny_model, write_export
+
+from export.cli import main
+from export.errors import ClientError
+from preprocess.image import preprocess_images
+from preprocess.spec import PreprocessSpec
+from serve.client import TritonClient
+from serve.publish import publish_export
+from serve.runners import TritonRunner
+from serve.server import TritonServer
+
+pytestmark = pytest.mark.integration
+
+# served model -> (eager model class, I/O dtype, tolerance)
+MODELS = {
+    "tiny_onnx": (TinyNet, np.float32, 1e-5),
+    "tiny_onnx_fp16": (TinyNet, np.float16, 2e-2),
+    "tiny32_onnx_fp16": (TinyNet, np.float32, 2e-2),
+    "tiny_torchscript": (TinyNet, np.float32, 1e-5),
+    "heads_torchscript": (TwoHeads, np.float32, 1e-5),
+}
+PROTOCOLS = ("http", "grpc")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("serve")
+    repo = root / "model_repo"
+    publish_export(write_export(root / "tiny"), repo, artifacts=["onnx", "onnx_fp16", "torchscript"])
+    publish_export(write_export(root / "tiny32", "tiny32", fp16_io=False), repo, artifacts=["onnx_fp16"])
+    publish_export(write_export(root / "heads", "heads", two_heads=True), repo, artifacts=["torchscript"])
+    began = time.perf_counter()
+    with TritonServer(repo, explicit_models=list(MODELS)) as triton:
+        print(f"\ntritonserver ready in {time.perf_counter() - began:.1f} s with {len(MODELS)} models")
+        yield triton
+
+
+def url(server: TritonServer, protocol: str) -> str:
+    return server.http_url if protocol == "http" else server.grpc_url
+
+
+@pytest.fixture(params=PROTOCOLS)
+def client(request: pytest.FixtureRequest, server: TritonServer):
+    with TritonClient(url(server, request.param)) as c:
+        yield c
+
+
+def batch(n: int = 3, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, 3, SIZE, SIZE)).astype(np.float32)
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_served_outputs_match_eager_pytorch(client: TritonClient, model: str) -> None:
+    cls, dtype, tol = MODELS[model]
+    x = batch()
+    info = client.model(model)
+    out = client.infer(model, {info.inputs[0].name: x.astype(dtype)})
+    expected = eager(tiny_model(cls), x)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    served = [out[t.name] for t in info.outputs]
+    assert [s.dtype for s in served] == [np.dtype(dtype)] * len(expected)
+    for got, want in zip(served, expected, strict=True):
+        np.testing.assert_allclose(got.astype(np.float32), want, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_runner_speaks_manifest_names(server: TritonServer, protocol: str) -> None:
+    x = batch(2)
+    heads = TritonRunner(url(server, protocol), "heads_torchscript", protocol=protocol)
+    result = heads.run({"image": x})
+    logits, features = eager(tiny_model(TwoHeads), x)
+    assert sorted(result) == ["features", "logits"]
+    np.testing.assert_allclose(result["logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(result["features"], features, atol=1e-5)
+    fp16 = TritonRunner(url(server, protocol), "tiny_onnx_fp16", protocol=protocol)  # float32 in, cast for fp16 I/O
+    assert fp16.run({"image": x})["logits"].dtype == np.float16
+    assert heads.name == "triton:heads_torchscript"
+    heads.close()
+    fp16.close()
+
+
+def test_concurrent_requests_match_single_requests(client: TritonClient) -> None:
+    requests = [{"image": batch(n, seed=n)} for n in (1, 2, 3, 4, 1, 2)]
+    many = client.infer_many("tiny_onnx", requests)
+    for req, got in zip(requests, many, strict=True):
+        np.testing.assert_allclose(got["logits"], client.infer("tiny_onnx", req)["logits"], atol=1e-6)
+
+
+def test_model_config_carries_preprocess_labels_and_io_names(client: TritonClient) -> None:
+    info = client.model("tiny_torchscript")
+    assert info.preprocess == PREPROCESS
+    assert info.labels == LABELS
+    assert info.io_names == {"inputs": {"INPUT__0": "image"}, "outputs": {"OUTPUT__0": "logits"}}
+    assert info.export_info["artifact"] == "torchscript"
+    assert info.max_batch_size == 16
+    assert [t.shape for t in info.inputs] == [(-1, 3, SIZE, SIZE)]
+
+
+def _inference_count(client: TritonClient, model: str) -> int:
+    stats = client._client.get_inference_statistics(model, **({"as_json": True} if client.protocol == "grpc" else {}))
+    return int(stats["model_stats"][0].get("inference_count", 0))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"image": batch().astype(np.float64)}, "is float64, the model takes FP32"),
+        ({"image": batch()[:, :2]}, "has shape [3, 2, 16, 16]"),
+        ({"image": batch()[0]}, "has shape [3, 16, 16]"),
+        ({"image": batch(17)}, "over its max_batch_size 16"),
+        ({"pixels": batch()}, "missing inputs ['image']; unexpected inputs ['pixels']"),
+    ],
+)
+def test_bad_requests_are_refused_before_sending(client: TritonClient, inputs: dict, message: str) -> None:
+    before = _inference_count(client, "tiny_onnx")
+    with pytest.raises(ClientError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        client.infer("tiny_onnx", inputs)
+    assert _inference_count(client, "tiny_onnx") == before
+
+
+def test_unknown_model_lists_served_ones(client: TritonClient) -> None:
+    with pytest.raises(ClientError, match="model 'nope' is not served") as err:
+        client.infer("nope", {"image": batch()})
+    assert "tiny_onnx" in err.value.hint
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, protocol: str) -> None:
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"img{i}.png")
+        Image.fromarray(rng.integers(0, 255, (24, 20, 3), dtype=np.uint8)).save(paths[-1])
+    options = ["--model", "tiny_torchscript", "--url", url(server, protocol), "--json", "--top-k", "2", "--batch", "2"]
+    result = CliRunner().invoke(main, ["infer", *map(str, paths), *options])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    expected = eager(tiny_model(TinyNet), preprocess_images(paths, PreprocessSpec.from_dict(PREPROCESS)))
+    for prediction, row in zip(payload["predictions"], expected, strict=True):
+        assert [e["index"] for e in prediction["top_k"]] == list(np.argsort(-row)[:2])
+        assert prediction["top_k"][0]["label"] == LABELS[int(np.argmax(row))]
+    assert len(payload["predictions"]) == 3
+
+
+def test_metrics_endpoint_counts_inferences(server: TritonServer) -> None:
+    with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    assert 'nv_inference_count{model="tiny_onnx"' in text
