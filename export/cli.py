@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import sys
 from typing import Any
 
 import click
+from rich.console import Console
 
 from export import __version__
 from export.errors import ModelshipError
@@ -26,6 +29,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "infer": ("serve.commands.infer:infer_command", "Classify images with a served model over HTTP or gRPC."),
     "bench": ("serve.commands.bench:bench_command", "Benchmark export, parity and serving; print ratios."),
 }
+
+
+LOG_WIDTH = 140  # rich's default of 80 columns truncates tables in CI logs and pipes
+
+
+def make_console(*, stderr: bool = False, **kwargs: Any) -> Console:
+    """A rich console; when not on a terminal (CI logs, pipes) it is wide enough that tables are not truncated."""
+    stream = sys.stderr if stderr else sys.stdout
+    if not stream.isatty() and "COLUMNS" not in os.environ:
+        kwargs.setdefault("width", LOG_WIDTH)
+    return Console(stderr=stderr, **kwargs)
 
 
 def emit_json(payload: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
-from export.cli import GuardedCommand, emit_json, json_option
+from export.cli import GuardedCommand, emit_json, json_option, make_console
 from export.commands.load_view import fingerprint_progress, print_load_report
 from export.commands.loader_options import load_options_from, loader_options
 from export.errors import ModelshipError, ParityError, PublishError, UsageError
@@ -121,7 +121,7 @@ def export_command(**kwargs: Any) -> None:
     from export.pipeline import ExportSpec, Steps, refuse_existing, run_export
 
     as_json = kwargs.pop("as_json")
-    console = Console(stderr=True, quiet=False)
+    console = make_console(stderr=True)
     options = load_options_from(kwargs)
     spec = ExportSpec(
         out_dir=Path(kwargs["out"]) / (kwargs["name"] or Path(options.checkpoint).stem),
@@ -168,7 +168,7 @@ def export_command(**kwargs: Any) -> None:
     if as_json:
         emit_json(payload)
         return
-    Console().print(summary_table(_rows_from_manifest(result.manifest)))
+    make_console().print(summary_table(_rows_from_manifest(result.manifest)))
     click.echo(f"exported {spec.name} to {result.folder}")
 
 

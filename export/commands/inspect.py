@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
 
-from export.cli import GuardedCommand, emit_json, json_option
+from export.cli import GuardedCommand, emit_json, json_option, make_console
 from export.commands.load_view import fingerprint_progress, print_container, print_load_report
 from export.commands.loader_options import load_options_from, loader_options
 from export.errors import ModelshipError
@@ -43,6 +42,6 @@ def inspect_command(as_json: bool, **params: Any) -> None:
 
 
 def _print_report(r: dict[str, Any]) -> None:
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console(highlight=False, soft_wrap=True)
     print_container(console, r)
     print_load_report(console, r)

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from export.cli import make_console
+
 MAX_ROWS = 15
 
 
@@ -17,7 +19,7 @@ def fingerprint_progress():
 
     def update(done: int, total: int) -> None:
         if "bar" not in state:
-            state["bar"] = Progress(console=Console(stderr=True), transient=True)
+            state["bar"] = Progress(console=make_console(stderr=True), transient=True)
             state["bar"].start()
             state["task"] = state["bar"].add_task("building architecture signatures (cached afterwards)", total=total)
         state["bar"].update(state["task"], completed=done)

@@ -8,9 +8,8 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from rich.console import Console
 
-from export.cli import GuardedCommand, emit_json, json_option
+from export.cli import GuardedCommand, emit_json, json_option, make_console
 from export.errors import UsageError
 
 DEFAULT_OUT = Path("benchmarks/results")
@@ -65,7 +64,7 @@ def bench_command(quick: bool, suites: tuple[str, ...], out_dir: Path, work_dir:
         raise UsageError(f"unknown suite(s): {', '.join(unknown)}", hint=f"choose from {', '.join(SUITES)}")
     chosen = [name for name in SUITES if name in suites] if suites else list(DEFAULT_SUITES)
     plan = Plan.quick_plan() if quick else Plan.full()
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     started = datetime.now()
     began = time.perf_counter()
     rows, errors = [], {}
@@ -88,7 +87,7 @@ def bench_command(quick: bool, suites: tuple[str, ...], out_dir: Path, work_dir:
     if as_json:
         emit_json({"ok": not errors, "json": str(path), **report.to_dict()})
     else:
-        out = Console()
+        out = make_console()
         if not out.is_terminal:  # piped or redirected: do not fold the table into 80 columns
             out.width = TABLE_WIDTH
         out.print(render_table(report))

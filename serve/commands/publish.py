@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from export.cli import GuardedCommand, emit_json, json_option
+from export.cli import GuardedCommand, emit_json, json_option, make_console
 from serve.publish import DEFAULT_REPO, publish_export
 from serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS
 
@@ -80,5 +79,5 @@ def publish_command(export_dir: Path, as_json: bool, artifacts: tuple[str, ...],
         table.add_column(column)
     for model in result.models:
         table.add_row(model.name, str(model.version), model.artifact, model.sha256[:12])
-    Console().print(table)
+    make_console().print(table)
     click.echo(f"serve it: modelship serve --repo {result.repo}")
