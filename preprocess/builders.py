@@ -120,7 +120,7 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
     steps: list[Any] = []
     if spec.resize is not None:
         interpolation = T.InterpolationMode(spec.interpolation)
-        steps.append(T.Resize(spec.resize, interpolation=interpolation, antialias=spec.antialias))
+        steps.append(T.Resize(spec.resize, interpolation=interpolation))  # PIL resizing always antialiases
     if spec.crop is not None:
         steps.append(T.CenterCrop(spec.crop))
     divisor = 1.0 / spec.scale

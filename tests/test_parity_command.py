@@ -13,12 +13,14 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
+from export.checkpoint import write_sidecar
 from export.cli import main
 from export.realistic import make_realistic
 from preprocess import PreprocessSpec
 
 pytestmark = pytest.mark.slow
 PHOTOS = Path(skimage.__file__).parent / "data"
+TRAINING = PreprocessSpec(resize=73, crop=64)
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +31,8 @@ def export_dir(tmp_path_factory) -> Path:
     make_realistic(model, torch.randn(4, 3, 64, 64))
     checkpoint = root / "sq.pt"
     torch.save(model.state_dict(), checkpoint)
+    # the preprocessing it was trained with: --images compares it (in torch) with the serving spec (preprocess/)
+    write_sidecar(checkpoint, "squeezenet1_1", {"num_classes": 10}, preprocess=TRAINING.to_dict())
     args = [
         "export", str(checkpoint), "--arch", "squeezenet1_1", "--arch-kwargs", '{"num_classes": 10}', "--onnx",
         "--torchscript", "--fp16", "--exporter", "legacy", "--input", "image:batch,3,64,64",
@@ -50,11 +54,11 @@ def test_against_checkpoint_with_real_images(export_dir: Path, tmp_path: Path) -
     for name in ("astronaut.png", "coffee.png", "rocket.jpg", "camera.png", "horse.png"):
         shutil.copy(PHOTOS / name, images / name)
     spec_file = tmp_path / "pre.json"
-    PreprocessSpec(resize=73, crop=64).write(spec_file)
+    TRAINING.write(spec_file)
     code, payload = _parity(str(export_dir), "--images", str(images), "--preprocess", str(spec_file))
     assert code == 0, payload
     assert payload["ok"] and payload["against"] == "checkpoint"
-    assert payload["inputs"] == ["batch 1", "batch 8", f"5 images from {images}"]
+    assert payload["inputs"] == ["batch 1", "batch 8", "image astronaut.png", f"5 images from {images}"]
     reports = {r["candidate"]: r for r in payload["reports"]}
     assert set(reports) == {"torchscript", "torchscript_fp16", "onnx", "onnx_fp16"}
     assert reports["torchscript"]["outputs"][0]["max_abs"] == 0.0

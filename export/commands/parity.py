@@ -20,6 +20,7 @@ from rich.console import Console
 from export.cli import GuardedCommand, emit_json, json_option
 from export.errors import ParityError, UsageError
 from export.manifest import Artifact, Manifest
+from export.parity.pipelines import IMAGES
 
 REPORT_NAME = "parity.json"
 
@@ -148,7 +149,7 @@ def parity_command(**kwargs: Any) -> None:
     console = Console(stderr=True)
     serving = _serving_spec(manifest, kwargs) if kwargs["images"] else None
     with console.status("preparing reference"):
-        reference, sets, labels, pipelines = _reference(manifest, folder, kwargs)
+        reference, sets, labels, images = _reference(manifest, folder, kwargs, serving)
     reports = []
     for artifact, runner in _candidates(manifest, folder, artifacts, kwargs):
         with console.status(f"checking {runner.name}"):
@@ -172,9 +173,10 @@ def parity_command(**kwargs: Any) -> None:
         "passed": passed,
         "reports": [r.to_dict() for r in reports],
     }
-    diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, labels))}
-    if serving is not None:
-        payload["image_pipelines"] = {"reference": pipelines, "candidates": f"preprocess/ with {serving[1]}"}
+    image_labels = {label for label, inputs in zip(labels, sets, strict=True) if IMAGES in inputs}
+    diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, image_labels, images))}
+    if images:
+        payload["image_pipelines"] = images
     if diagnoses:
         payload["diagnosis"] = diagnoses
     report_path = kwargs["report_path"] or folder / REPORT_NAME
@@ -224,9 +226,11 @@ def _overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {**overrides, **flags}
 
 
-def _reference(manifest: Manifest, folder: Path, kwargs: dict[str, Any]) -> tuple[Any, list[Any], list[str], str]:
-    """The reference runner (outputs computed once and replayed), the input sets, their labels, and the training
-    pipeline's description when --images is given."""
+def _reference(
+    manifest: Manifest, folder: Path, kwargs: dict[str, Any], serving: tuple[Any, str] | None
+) -> tuple[Any, list[Any], list[str], dict[str, Any]]:
+    """The reference runner (outputs computed once and replayed), the input sets, their labels, and with --images
+    both image pipelines and how far apart their model inputs are."""
     from export.parity import GoldenRunner, TorchRunner, input_sets, load_golden
 
     if kwargs["against"] == "golden":
@@ -236,23 +240,31 @@ def _reference(manifest: Manifest, folder: Path, kwargs: dict[str, Any]) -> tupl
             raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
         inputs, outputs = load_golden(folder / manifest.golden)
         labels = [f"golden set {i}" for i in range(len(inputs))]
-        return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, ""
+        return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, {}
     loaded, checkpoint = _rebuild(manifest, folder, kwargs["checkpoint"])
     eager: Any = TorchRunner(loaded.model, manifest.io, name="eager")
     sets = input_sets(manifest.io, kwargs["batch_sizes"], seed=kwargs["seed"])
     labels = [f"batch {b}" for b in kwargs["batch_sizes"]]
-    described = ""
-    if kwargs["images"]:
-        from export.parity.pipelines import image_input, training_pipeline, training_transform
+    images: dict[str, Any] = {}
+    if serving is not None:
+        from export.parity import pipelines
+        from preprocess import image_files
 
-        transform = training_transform(loaded.model, loaded.arch, loaded.metadata, str(checkpoint))
-        eager = training_pipeline(eager, transform, image_input(manifest.io).name)
-        described = transform.source
-        image_sets, image_labels = _image_sets(kwargs["images"])
-        sets += image_sets
-        labels += image_labels
+        image = pipelines.image_input(manifest.io)
+        transform = pipelines.training_transform(loaded.model, loaded.arch, loaded.metadata, str(checkpoint))
+        eager = pipelines.training_pipeline(eager, transform, image.name)
+        files = image_files(kwargs["images"])
+        difference = pipelines.preprocessing_difference(
+            eager.preprocess, pipelines.serving_preprocess(serving[0], image.dtype), files
+        )
+        images = {"reference": transform.source, "candidates": f"preprocess/ with {serving[1]}", **difference}
+        sets.append(pipelines.image_set(files[:1]))
+        labels.append(f"image {files[0].name}")
+        if len(files) > 1:  # images at a second batch size
+            sets.append(pipelines.image_set(files))
+            labels.append(f"{len(files)} images from {kwargs['images']}")
     # eager outputs computed once, replayed for every candidate
-    return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, described
+    return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, images
 
 
 def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None) -> tuple[Any, Path]:
@@ -297,19 +309,6 @@ def _serving_spec(manifest: Manifest, kwargs: dict[str, Any]) -> tuple[Any, str]
     return PreprocessSpec.from_dict(manifest.preprocess), "manifest.json preprocess"
 
 
-def _image_sets(folder: Path) -> tuple[list[Any], list[str]]:
-    """The first image alone, then every image in `folder` (so images are checked at two batch sizes)."""
-    from export.parity.pipelines import image_set
-    from preprocess import image_files
-
-    files = image_files(folder)
-    sets, labels = [image_set(files[:1])], [f"image {files[0].name}"]
-    if len(files) > 1:
-        sets.append(image_set(files))
-        labels.append(f"{len(files)} images from {folder}")
-    return sets, labels
-
-
 def _serving(runner: Any, serving: tuple[Any, str] | None, io: Any) -> Any:
     """`runner` behind the serving preprocessing when --images is given, else `runner` itself."""
     if serving is None:
@@ -332,21 +331,23 @@ def _changed_since_export(path: Path, artifact: Artifact) -> str | None:
     )
 
 
-def _preprocessing_diagnosis(report: Any, labels: list[str]) -> str | None:
-    """When the random input sets pass and only image sets fail, the model is fine and the preprocessing is not:
-    say so. (Image sets are labelled "image ..." / "N images from ...".)"""
+def _preprocessing_diagnosis(report: Any, image_labels: set[str], images: dict[str, Any]) -> str | None:
+    """Why a candidate failed on images, when the preprocessing is the cause: the two pipelines' model inputs
+    differ, and (if the candidate ran) its random input sets passed."""
+    if report.passed or not images or images["matches"]:
+        return None
     rows = report.per_batch or []
-    images = [row for row in rows if row["label"].startswith("image ") or " images from " in row["label"]]
-    randoms = [row for row in rows if row not in images]
-    image_failed = any(not row["passed"] for row in images) or (
-        report.error is not None and len(rows) < len(labels) and _is_image_label(labels[len(rows)])
+    randoms = [row for row in rows if row["label"] not in image_labels]
+    if not report.error and not all(row["passed"] for row in randoms):
+        return None
+    if images["max_abs"] is None:
+        found = f"shape {images['serving_shape']}, the training transforms give {images['training_shape']}"
+    else:
+        found = f"model inputs differ by up to {images['max_abs']:.3g} (mean {images['mean_abs']:.3g})"
+    return (
+        f"the serving preprocessing ({images['candidates']}) does not reproduce the training transforms "
+        f"({images['reference']}): {found}; check mean/std, channel order, resize/crop, interpolation"
     )
-    if randoms and all(row["passed"] for row in randoms) and image_failed and not report.error:
-        return (
-            "random inputs pass but the images fail: the serving preprocessing does not reproduce the training "
-            "transforms (check mean/std, channel order, resize/crop and interpolation in the manifest's spec)"
-        )
-    return None
 
 
 def _unchecked(reference: Any, runner: Any, reason: str) -> Any:

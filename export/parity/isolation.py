@@ -68,7 +68,7 @@ class IsolatedRunner:
         except (EOFError, BrokenPipeError, ConnectionResetError, pickle.UnpicklingError):
             raise self._crashed(process) from None
         if status == "error":
-            raise ParityError(f"{self._what} failed on {self._target}: {payload}")
+            raise ParityError(payload)  # the child's own message, which names the runner and the file
         return payload
 
     def _crashed(self, process: subprocess.Popen[bytes]) -> ParityError:

@@ -27,6 +27,9 @@ from export.iospec import IOSpec, TensorSpec
 from export.parity.runners import Runner, Tensors
 
 IMAGES = "images"  # the input-set key holding image file paths
+# Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
+# ~1e-7; one step of 8-bit pixel value after normalization is ~0.017).
+PREPROCESS_ATOL = 1e-3
 Preprocess = Callable[[Sequence[Path]], np.ndarray]
 
 
@@ -73,9 +76,9 @@ class TrainingTransform:
     source: str
 
 
-def training_pipeline(runner: Runner, transform: TrainingTransform, input_name: str) -> ImagePipeline:
-    """Reference side: each file decoded by Pillow (EXIF orientation applied, converted to RGB, as an image-folder
-    loader does), through `transform` in torch, stacked into one batch."""
+def training_preprocess(transform: TrainingTransform) -> Preprocess:
+    """Files -> batch the training way: each decoded by Pillow (`preprocess.load_image`: EXIF orientation applied,
+    converted to RGB, as an image-folder loader does), through `transform` in torch, stacked."""
 
     def preprocess(paths: Sequence[Path]) -> np.ndarray:
         import torch
@@ -85,18 +88,42 @@ def training_pipeline(runner: Runner, transform: TrainingTransform, input_name: 
         with torch.inference_mode():
             return torch.stack([transform.transform(load_image(p)) for p in paths]).numpy()
 
-    return ImagePipeline(runner, preprocess, input_name, describe=transform.source)
+    return preprocess
 
 
-def serving_pipeline(runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str) -> ImagePipeline:
-    """Candidate side: the files through `preprocess.preprocess_images` with `spec` (a PreprocessSpec), cast to
-    the input's dtype."""
+def serving_preprocess(spec: Any, dtype: str) -> Preprocess:
+    """Files -> batch the serving way: `preprocess.preprocess_images` with `spec` (a PreprocessSpec), cast to
+    the model input's dtype."""
     from preprocess import preprocess_images
 
     def preprocess(paths: Sequence[Path]) -> np.ndarray:
-        return preprocess_images(list(paths), spec).astype(input_spec.dtype, copy=False)
+        return preprocess_images(list(paths), spec).astype(dtype, copy=False)
 
+    return preprocess
+
+
+def training_pipeline(runner: Runner, transform: TrainingTransform, input_name: str) -> ImagePipeline:
+    """Reference side: `training_preprocess(transform)`, then `runner` (eager PyTorch)."""
+    return ImagePipeline(runner, training_preprocess(transform), input_name, describe=transform.source)
+
+
+def serving_pipeline(runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str) -> ImagePipeline:
+    """Candidate side: `serving_preprocess(spec)`, then `runner` (an artifact or a served model)."""
+    preprocess = serving_preprocess(spec, input_spec.dtype)
     return ImagePipeline(runner, preprocess, input_spec.name, describe=f"preprocess/ with {source}")
+
+
+def preprocessing_difference(training: Preprocess, serving: Preprocess, paths: Sequence[Path]) -> dict[str, Any]:
+    """How far the serving side's model input is from the training side's on `paths`: `matches` (same shape, max
+    abs difference <= PREPROCESS_ATOL), `max_abs`, `mean_abs`, and both shapes. This is what tells a broken
+    preprocessing spec apart from an artifact that is numerically off on real images."""
+    expected, actual = training(paths), serving(paths)
+    result: dict[str, Any] = {"training_shape": list(expected.shape), "serving_shape": list(actual.shape)}
+    if expected.shape != actual.shape:
+        return {"matches": False, "max_abs": None, "mean_abs": None, **result}
+    diff = np.abs(expected.astype(np.float64) - actual.astype(np.float64))
+    max_abs = float(diff.max())
+    return {"matches": max_abs <= PREPROCESS_ATOL, "max_abs": max_abs, "mean_abs": float(diff.mean()), **result}
 
 
 def training_transform(model: Any, arch: str, metadata: dict[str, Any], checkpoint: str) -> TrainingTransform:

@@ -125,6 +125,7 @@ class OnnxRuntimeRunner:
             arg.name: np.asarray(_take(inputs, arg.name, self.name)).astype(ORT_DTYPES.get(arg.type), copy=False)
             for arg in session.get_inputs()
         }
+        _check_fixed_dims(self.path.name, session.get_inputs(), feeds)
         try:
             values = session.run(None, feeds)
         except _ort_errors() as exc:
@@ -212,6 +213,24 @@ def is_fp16_model(path: Path) -> bool:
     return any(
         node.op_type == "Cast" and any(a.name == "to" and a.i == half for a in node.attribute) for node in graph.node
     )
+
+
+def _check_fixed_dims(file: str, args: Sequence[Any], feeds: Tensors) -> None:
+    """ParityError naming every axis the graph fixed to another size than the input has (a baked-in batch axis
+    fails here with a clear message instead of ONNX Runtime's INVALID_ARGUMENT)."""
+    wrong = [
+        f"{arg.name}[{axis}] is fixed to {dim} in the graph, got {feeds[arg.name].shape[axis]}"
+        for arg in args
+        if feeds[arg.name].ndim == len(arg.shape)
+        for axis, dim in enumerate(arg.shape)
+        if isinstance(dim, int) and dim != feeds[arg.name].shape[axis]
+    ]
+    if wrong:
+        baked = any(w.split("[", 1)[1].startswith("0]") for w in wrong)
+        raise ParityError(
+            f"{file}: {'; '.join(wrong)}" + (" - the batch axis is baked in, not dynamic" if baked else ""),
+            hint="re-export with the axis dynamic (export-model marks 'batch' dynamic) or feed the fixed size",
+        )
 
 
 @functools.cache
