@@ -97,9 +97,14 @@ def parse_axes(text: str | None) -> tuple[str, ...]:
 
 
 def forward_input_names(model: nn.Module) -> list[str]:
-    """forward()'s positional parameter names (those an exported graph takes as inputs)."""
+    """forward()'s required positional parameter names (those an exported graph takes as inputs); parameters with
+    defaults (timm's `attn_mask=None`, `is_causal=False`) keep their defaults."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in inspect.signature(model.forward).parameters.values() if p.kind in kinds]
+    return [
+        p.name
+        for p in inspect.signature(model.forward).parameters.values()
+        if p.kind in kinds and p.default is inspect.Parameter.empty
+    ]
 
 
 def resolve_inputs(
@@ -120,11 +125,11 @@ def resolve_inputs(
         io = IOSpec.from_dict(metadata["io"])
         resolved = ResolvedInputs(io.inputs, {}, "metadata")
     else:
-        resolved = _image_inputs(model, arch)
+        resolved = _image_inputs(model, arch, (metadata or {}).get("preprocess"))
     return _apply_dynamic(resolved, dynamic, len(forward_input_names(model)))
 
 
-def _image_inputs(model: nn.Module, arch: str | None) -> ResolvedInputs:
+def _image_inputs(model: nn.Module, arch: str | None, preprocess: dict[str, Any] | None) -> ResolvedInputs:
     names = forward_input_names(model)
     if len(names) != 1:
         raise UsageError(
@@ -137,16 +142,20 @@ def _image_inputs(model: nn.Module, arch: str | None) -> ResolvedInputs:
             f"{type(model).__name__} is not an image model (no Conv2d) and has no 'io' metadata",
             hint="describe its input with --input, e.g. --input x:batch,128:float32",
         )
-    height, width = image_size(model, arch)
+    height, width = image_size(model, arch, preprocess)
     shape = (BATCH, channels, height, width)
     return ResolvedInputs((TensorSpec(names[0], shape),), {"height": height, "width": width}, "architecture")
 
 
-def image_size(model: nn.Module, arch: str | None) -> tuple[int, int]:
-    """(height, width) the model expects: its own attribute, timm's pretrained_cfg, torchvision's weights."""
+def image_size(model: nn.Module, arch: str | None, preprocess: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(height, width) the model expects: its own attribute, the crop of the checkpoint's own preprocessing spec,
+    timm's pretrained_cfg, torchvision's weights, else 224."""
     own = getattr(model, "image_size", None)  # torchvision VisionTransformer
     if isinstance(own, int):
         return own, own
+    crop = (preprocess or {}).get("crop")
+    if crop:
+        return (crop, crop) if isinstance(crop, int) else (int(crop[0]), int(crop[1]))
     cfg = getattr(model, "pretrained_cfg", None)  # timm
     if isinstance(cfg, dict) and cfg.get("input_size"):
         _, height, width = cfg["input_size"]

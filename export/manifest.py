@@ -6,6 +6,7 @@ Triton model. Paths inside are relative to the export folder.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,15 @@ MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
 FORMATS = ("torchscript", "onnx")
 PRECISIONS = ("fp32", "fp16")
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks: how checkpoints and artifacts are identified in a manifest."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass

@@ -9,7 +9,6 @@ interrupted export never leaves a half-written folder; `force` replaces an exist
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -32,7 +31,7 @@ from export.errors import ExportError, ParityError, UsageError
 from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, present_ops
 from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from export.iospec import BATCH, IOSpec, TensorSpec
-from export.manifest import Artifact, Manifest, Source
+from export.manifest import Artifact, Manifest, Source, sha256_file
 from export.onnx_export import (
     EXPORTERS,
     LEGACY_MAX_OPSET,
@@ -454,14 +453,6 @@ def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:
         return tuple(t.with_dtype(dtype) if on and t.dtype.startswith("float") else t for t in specs)
 
     return IOSpec(switch(io.inputs, inputs), switch(io.outputs, outputs))
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _folder_mode() -> int:

@@ -107,7 +107,7 @@ ZOO: tuple[ZooEntry, ...] = (
         "timm/vit_tiny_patch16_224",
         "safetensors",
         "checkpoint",
-        ("--onnx", "--input", "x:batch,3,224,224"),  # forward(x, attn_mask=None, is_causal=False): see REQUESTS.md
+        ("--onnx",),
     ),
     ZooEntry(
         "multihead_dict",

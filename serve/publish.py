@@ -72,6 +72,11 @@ class PublishResult:
         }
 
 
+def served_name(export_name: str, artifact: str) -> str:
+    """The Triton model name of one artifact: `<export>_<artifact>` (resnet50_onnx, resnet50_torchscript_fp16)."""
+    return f"{export_name}_{artifact}"
+
+
 def publish_export(
     export_dir: Path,
     repo: Path | None = DEFAULT_REPO,
@@ -102,7 +107,7 @@ def publish_export(
         trt_fp16=trt_fp16,
     )
     result = PublishResult(repo=repo.resolve())
-    model_names = {art.name: repository.check_model_name(f"{base}_{art.name}") for art in chosen}
+    model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
         _check_labels(art, label_list)
     with repository.locked(repo):

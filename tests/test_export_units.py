@@ -51,6 +51,9 @@ class TwoInputs(nn.Module):
 
 def test_forward_names_and_flag_inputs_must_start_with_batch():
     assert forward_input_names(TwoInputs()) == ["input_ids", "attention_mask"]
+    import timm
+
+    assert forward_input_names(timm.create_model("vit_tiny_patch16_224", pretrained=False)) == ["x"]
     with pytest.raises(UsageError, match="first dimension must be 'batch'"):
         resolve_inputs(TwoInputs(), input_options=["input_ids:sequence:int64", "attention_mask:sequence:int64"])
     with pytest.raises(UsageError, match="cannot guess the inputs"):
@@ -78,6 +81,8 @@ def test_image_size_follows_torchvision_weights_vit_attribute_and_timm_cfg():
     assert image_size(torchvision.models.vit_b_16(image_size=384), "vit_b_16") == (384, 384)
     assert image_size(timm.create_model("vit_tiny_patch16_384", pretrained=False), "timm/x") == (384, 384)
     assert image_size(nn.Conv2d(3, 3, 1), "pkg.mod:Factory") == (224, 224)
+    assert image_size(nn.Conv2d(3, 3, 1), "pkg.mod:Factory", {"crop": [64, 48]}) == (64, 48)
+    assert image_size(nn.Conv2d(3, 3, 1), "resnet50", {"crop": 160}) == (160, 160)
 
 
 def test_metadata_io_is_used_when_no_flag():

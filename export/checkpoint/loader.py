@@ -27,11 +27,11 @@ from export.checkpoint.reading import (
     read_checkpoint,
     read_sidecar,
     select_state_dict,
-    sha256_file,
 )
 from export.checkpoint.report import LoadReport
 from export.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
 from export.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
+from export.manifest import sha256_file
 
 
 @dataclass

@@ -8,7 +8,6 @@ module, or anything with a code-carrying global) is refused unless the user pass
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import pickle
 import zipfile
@@ -56,14 +55,6 @@ class Selection:
     state_key: str | None
     ema: bool
     notes: list[str] = field(default_factory=list)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_safetensors(path: Path) -> bool:

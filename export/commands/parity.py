@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
-from export.cli import GuardedCommand, emit_json, json_option
+from export.cli import GuardedCommand, emit_json, json_option, make_console
 from export.errors import ParityError, UsageError
 from export.manifest import Artifact, Manifest
 from export.parity.pipelines import IMAGES
@@ -105,7 +104,11 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     show_default=True,
     help="Protocol for --served when URL has no scheme.",
 )
-@click.option("--served-model", metavar="NAME", help="Triton model name for --served. Default: the export's name.")
+@click.option(
+    "--served-model",
+    metavar="NAME",
+    help="Triton model name for --served. Default: as published, NAME_ARTIFACT for one --artifact, else NAME_onnx.",
+)
 @click.option(
     "--served-precision",
     type=click.Choice(["fp32", "fp16"]),
@@ -146,7 +149,7 @@ def parity_command(**kwargs: Any) -> None:
     manifest = Manifest.read(folder)
     artifacts = _select(manifest, kwargs["artifacts"])
     overrides = _overrides(kwargs)
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     serving = _serving_spec(manifest, kwargs) if kwargs["images"] else None
     with console.status("preparing reference"):
         reference, sets, labels, images = _reference(manifest, folder, kwargs, serving)
@@ -185,7 +188,7 @@ def parity_command(**kwargs: Any) -> None:
     if not as_json:
         from export.parity import render_table
 
-        Console().print(render_table(reports))
+        make_console().print(render_table(reports))
         for report in reports:
             click.echo(report.summary_line())
             for reason in report.failures():
@@ -320,7 +323,7 @@ def _serving(runner: Any, serving: tuple[Any, str] | None, io: Any) -> Any:
 
 def _changed_since_export(path: Path, artifact: Artifact) -> str | None:
     """Why `path` is not the file the export verified (its sha256 differs from the manifest's), or None."""
-    from export.pipeline import sha256_file
+    from export.manifest import sha256_file
 
     actual = sha256_file(path)
     if not artifact.sha256 or actual == artifact.sha256:
@@ -386,10 +389,12 @@ def _load_torchscript(path: Path) -> Any:
 
 def _served_runner(manifest: Manifest, kwargs: dict[str, Any]) -> Any:
     try:
+        from serve.publish import served_name
         from serve.runners import TritonRunner
     except ImportError as exc:
         raise UsageError(f"--served is not available: {exc}") from None
-    model = kwargs["served_model"] or manifest.name
+    artifact = kwargs["artifacts"][0] if len(kwargs["artifacts"]) == 1 else "onnx"
+    model = kwargs["served_model"] or served_name(manifest.name, artifact)
     return TritonRunner(kwargs["served"], model, kwargs["protocol"])
 
 
