@@ -87,7 +87,7 @@ def _csv_ints(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
     callback=_csv_ints,
     help="Batch sizes every artifact is verified at (at least two different).",
 )
-@click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-4).")
+@click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-3).")
 @click.option("--rtol", type=float, default=None, help="fp32 relative tolerance (default 1e-3).")
 @click.option("--fp16-atol", type=float, default=None, help="fp16 absolute tolerance (default 1e-1).")
 @click.option("--fp16-rtol", type=float, default=None, help="fp16 relative tolerance (default 5e-2).")

@@ -80,7 +80,7 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     help="Serving preprocessing spec (JSON) for --images, instead of the manifest's (to test a candidate spec).",
 )
 @click.option(
-    "--atol", type=float, default=None, help="Absolute tolerance for every artifact (default: fp32 1e-4, fp16 1e-1)."
+    "--atol", type=float, default=None, help="Absolute tolerance for every artifact (default: fp32 1e-3, fp16 1e-1)."
 )
 @click.option(
     "--rtol", type=float, default=None, help="Relative tolerance for every artifact (default: fp32 1e-3, fp16 5e-2)."
