@@ -1,10 +1,11 @@
 """How close is close enough: absolute/relative tolerances plus cosine and top-1 floors, per output.
 
-Defaults come from measurements on this toolchain (docs/parity.md): ONNX Runtime fp32 vs eager PyTorch differs by
+Defaults come from measurements on this toolchain (docs/parity.md). ONNX Runtime fp32 vs eager PyTorch differs by
 3e-6 to 5e-5 on resnet18/50 but 2.7e-4 on resnet101 (logits ~2; operator fusion reorders fp32 sums, and the error
-grows with depth), so fp32 allows atol 1e-3: a wrong weight, mean/std or channel order is off by orders more; fp16 vs fp32 by 7e-5 to 4e-2 on logits with cosine >= 0.9995 and top-1
-agreement 1.0 on realistic models, but fp16 resnet50 reaches 0.077 abs and flips one top-1 of 8 on near-tied random
-inputs: fp16 allows atol 0.1 and top-1 0.8, and the cosine floor guards the shape of the output.
+grows with depth), so fp32 allows atol 1e-3: a wrong weight, mean/std or channel order is off by orders more.
+fp16 vs fp32 differs by 7e-5 to 4e-2 on logits with cosine >= 0.9995 and top-1 agreement 1.0 on realistic models,
+but fp16 resnet50 reaches 0.077 abs and flips one top-1 of 8 on near-tied random inputs: fp16 allows atol 0.1 and
+top-1 0.8, and the cosine floor guards the shape of the output.
 """
 
 from __future__ import annotations

@@ -35,6 +35,8 @@ def plot_cost_growth(rows: list[Row], path: Path) -> Path | None:
 
 
 def _series(axis, rows: list[Row], x_key: str, series, xlabel: str, ylabel: str, title: str) -> None:
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
     axis.set_title(title)
     axis.set_xlabel(xlabel)
     axis.set_ylabel(ylabel)
@@ -44,6 +46,8 @@ def _series(axis, rows: list[Row], x_key: str, series, xlabel: str, ylabel: str,
         return
     axis.set_xscale("log")
     axis.set_yscale("log")
+    axis.xaxis.set_major_formatter(ScalarFormatter())  # plain numbers, not 6x10^0
+    axis.xaxis.set_minor_formatter(NullFormatter())  # minor labels overlap on short log axes
     for key, label in series:
         points = [(r.data[x_key], r.data[key]) for r in rows if r.data.get(key)]
         if points:
