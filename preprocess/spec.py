@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from export.errors import PreprocessError
+from export.jsonfile import read_json_object
 
 RESIZE_MODES = ("shorter", "exact")  # shorter: shorter side to `resize` (aspect kept); exact: to (height, width)
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
@@ -101,12 +102,7 @@ class PreprocessSpec:
     @classmethod
     def read(cls, path: Path) -> PreprocessSpec:
         """A JSON file holding `to_dict()`'s fields (missing ones take the defaults)."""
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise PreprocessError(f"{path}: preprocess file not found") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise PreprocessError(f"{path}: not a readable JSON preprocess file ({exc})") from None
+        data = read_json_object(path, "preprocess file", error=PreprocessError)
         try:
             return cls.from_dict(data)
         except PreprocessError as exc:

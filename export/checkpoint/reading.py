@@ -22,6 +22,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file as load_safetensors
 
 from export.errors import CheckpointError, UsageError
+from export.jsonfile import read_json_object
 
 METADATA_KEYS = ("arch", "arch_kwargs", "io", "preprocess", "labels")
 STATE_KEYS = ("state_dict", "model", "model_state_dict", "module", "net", "network")
@@ -287,13 +288,7 @@ def read_sidecar(checkpoint: Path) -> dict[str, Any]:
     path = sidecar_path(checkpoint)
     if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: sidecar is not valid JSON ({exc})", hint="fix or delete the sidecar") from exc
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: sidecar must hold a JSON object", hint="see docs/checkpoints.md")
-    return data
+    return read_json_object(path, "sidecar", error=CheckpointError, hint="fix or delete it (see docs/checkpoints.md)")
 
 
 def write_sidecar(ckpt_path: Path | str, arch: str, arch_kwargs: dict[str, Any] | None = None, **extra: Any) -> Path:

@@ -10,12 +10,12 @@ top-1 0.8, and the cosine floor guards the shape of the output.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from export.errors import UsageError
+from export.jsonfile import read_json_object
 
 PRECISIONS = ("fp32", "fp16")
 
@@ -108,12 +108,4 @@ class ToleranceConfig:
 
 def read_overrides(path: Path) -> dict[str, Any]:
     """A `--tolerances` JSON file: Tolerance fields and `per_output`, optionally keyed by precision."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UsageError(f"{path}: tolerance file not found") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable JSON tolerance file ({exc})") from None
-    if not isinstance(data, dict):
-        raise UsageError(f"{path}: a tolerance file holds one JSON object", hint='e.g. {"fp16": {"atol": 0.1}}')
-    return data
+    return read_json_object(path, "tolerance file", hint='e.g. {"fp16": {"atol": 0.1}}')
