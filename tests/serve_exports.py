@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import torch
-from onnxconverter_common import float16
 from torch import nn
 
+from export.fp16 import convert_onnx_fp16
 from export.iospec import IOSpec, TensorSpec
 from export.manifest import Artifact, Manifest, Source
 
@@ -81,8 +81,7 @@ def _onnx(model: nn.Module, path: Path, io: IOSpec) -> None:
 
 
 def _fp16(source: Path, target: Path, keep_io_types: bool) -> None:
-    model = float16.convert_float_to_float16(onnx.load(str(source)), keep_io_types=keep_io_types)
-    onnx.save(model, str(target))
+    onnx.save(convert_onnx_fp16(onnx.load(str(source)), keep_io_types=keep_io_types), str(target))
 
 
 def _script(model: nn.Module, path: Path) -> None:
