@@ -153,9 +153,12 @@ def image_size(model: nn.Module, arch: str | None, preprocess: dict[str, Any] | 
     own = getattr(model, "image_size", None)  # torchvision VisionTransformer
     if isinstance(own, int):
         return own, own
-    crop = (preprocess or {}).get("crop")
-    if crop:
-        return (crop, crop) if isinstance(crop, int) else (int(crop[0]), int(crop[1]))
+    if preprocess:
+        from preprocess import PreprocessSpec
+
+        size = PreprocessSpec.from_dict(preprocess).output_hw
+        if size:
+            return size
     cfg = getattr(model, "pretrained_cfg", None)  # timm
     if isinstance(cfg, dict) and cfg.get("input_size"):
         _, height, width = cfg["input_size"]

@@ -118,6 +118,7 @@ def export_command(**kwargs: Any) -> None:
           --input attention_mask:batch,sequence:int64:0..2
     """
     from export.checkpoint import load_model
+    from export.io_resolve import parse_axes
     from export.pipeline import ExportSpec, Steps, refuse_existing, run_export
 
     as_json = kwargs.pop("as_json")
@@ -132,7 +133,7 @@ def export_command(**kwargs: Any) -> None:
         exporter=kwargs["exporter"],
         trace=kwargs["trace"],
         input_options=tuple(kwargs["inputs"]),
-        dynamic=tuple(a.strip() for a in kwargs["dynamic"].split(",") if a.strip()),
+        dynamic=parse_axes(kwargs["dynamic"]),
         batch_sizes=kwargs["batch_sizes"],
         tolerances=_tolerances(kwargs),
         force=kwargs["force"],

@@ -7,7 +7,7 @@ import math
 import os
 import platform
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +81,6 @@ def machine_info() -> dict[str, Any]:
         "python": platform.python_version(),
         "versions": versions,
     }
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def format_number(value: float | None) -> str:

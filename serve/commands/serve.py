@@ -75,7 +75,7 @@ def serve_command(
     )
     stop = threading.Event()
 
-    def request_stop(signum: int, _frame: FrameType | None) -> None:
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, request_stop)
