@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from parity_tests.own_checkpoints import read_checkpoints
 from parity_tests.zoo import ZOOS, ZooEntry, build_checkpoint, export_args
 
+CHECKED: list[tuple[str, dict[str, Any]]] = []  # (run name, `modelship parity --json` payload), for the summary
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "camera.png")  # sizes vary; camera is gray
 
 
@@ -132,9 +133,31 @@ def parity(reports_dir: Path):
     """`parity(name, EXPORT_DIR, *args)`: run `modelship parity` with its report at reports_dir/name.json."""
 
     def run(name: str, folder: Path, *args: str) -> tuple[int, dict[str, Any]]:
-        return invoke("parity", str(folder), *args, "--report", str(reports_dir / f"{name}.json"))
+        code, payload = invoke("parity", str(folder), *args, "--report", str(reports_dir / f"{name}.json"))
+        CHECKED.append((name, payload))
+        return code, payload
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per checked artifact: the worst error figures behind each verdict."""
+    lines = [
+        f"{name:34} {report['candidate']:18} {_worst(report, 'max_abs', max):>9} {_worst(report, 'cosine', min):>9} "
+        f"{_worst(report, 'top1_agreement', min):>6}  {'PASS' if report['passed'] else 'FAIL'}"
+        for name, payload in CHECKED
+        for report in payload.get("reports", [])
+    ]
+    if lines:
+        terminalreporter.section("parity figures")
+        terminalreporter.write_line(f"{'run':34} {'artifact':18} {'max abs':>9} {'cosine':>9} {'top-1':>6}  verdict")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _worst(report: dict[str, Any], key: str, pick: Any) -> str:
+    values = [o[key] for o in report.get("outputs", []) if o.get(key) is not None]
+    return f"{pick(values):.3g}" if values else "-"
 
 
 def assert_all_passed(payload: dict[str, Any], artifacts: list[str], batch_sizes: set[int]) -> None:

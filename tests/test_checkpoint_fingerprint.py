@@ -49,7 +49,7 @@ def test_unrecognised_says_what_to_pass():
 
 
 @pytest.mark.slow
-def test_every_torchvision_classification_model_is_recognised():
+def test_every_torchvision_classification_model_is_recognised(report_figure):
     names = torchvision_classification_models()
     assert len(names) >= 80
     start = time.perf_counter()
@@ -59,7 +59,10 @@ def test_every_torchvision_classification_model_is_recognised():
         if (choice.arch, choice.arch_kwargs) != (name, {"num_classes": 10}):
             wrong[name] = choice.arch
     assert wrong == {}
-    print(f"recognised {len(names)} torchvision models in {time.perf_counter() - start:.1f} s (incl. building inputs)")
+    report_figure(
+        f"fingerprint: recognised {len(names)} torchvision models in {time.perf_counter() - start:.1f} s "
+        "(incl. building their state_dict shapes)"
+    )
 
 
 @pytest.mark.slow

@@ -206,10 +206,12 @@ HEAVY = ["resnet50", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t"]
 
 @pytest.mark.heavy
 @pytest.mark.parametrize("arch", HEAVY)
-def test_heavy_torchvision_models(tmp_path, arch):
+def test_heavy_torchvision_models(tmp_path, arch, report_figure):
     import torchvision
 
     model = realistic(torchvision.models.get_model(arch, weights=None))
     manifest = export(model, tmp_path / arch)
-    print(arch, {t["step"]: t["seconds"] for t in manifest.timings})  # per-step times, shown with -s
+    report_figure(
+        f"export {arch} seconds per step: " + ", ".join(f"{t['step']} {t['seconds']:.1f}" for t in manifest.timings)
+    )
     assert manifest.artifact("onnx_fp16").parity["passed"]

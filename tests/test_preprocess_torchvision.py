@@ -71,7 +71,7 @@ def test_modes_are_all_covered() -> None:
 
 
 @pytest.mark.parametrize("interpolation", ["bilinear", "bicubic", "nearest"])
-def test_resize_crop_normalize_equals_torchvision_exactly(interpolation: str) -> None:
+def test_resize_crop_normalize_equals_torchvision_exactly(interpolation: str, report_figure) -> None:
     spec = PreprocessSpec(resize=256, crop=224, interpolation=interpolation)
     worst, start = 0.0, time.perf_counter()
     for name, image in PHOTOS.items():
@@ -84,8 +84,9 @@ def test_resize_crop_normalize_equals_torchvision_exactly(interpolation: str) ->
             f"{name} ({image.mode} {image.size}): max diff {np.abs(ours - theirs).max()}"
         )
     per_image_ms = (time.perf_counter() - start) / len(PHOTOS) * 1000
-    print(
-        f"\n{interpolation}: {len(PHOTOS)} images, max |ours - torchvision| = {worst}, {per_image_ms:.1f} ms/image both"
+    report_figure(
+        f"preprocess {interpolation}: {len(PHOTOS)} images, max |ours - torchvision| = {worst}, "
+        f"{per_image_ms:.1f} ms/image (both pipelines)"
     )
 
 

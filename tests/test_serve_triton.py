@@ -37,7 +37,7 @@ PROTOCOLS = ("http", "grpc")
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory):
+def server(tmp_path_factory: pytest.TempPathFactory, report_figure):
     root = tmp_path_factory.mktemp("serve")
     repo = root / "model_repo"
     publish_export(write_export(root / "tiny"), repo, artifacts=["onnx", "onnx_fp16", "torchscript"])
@@ -45,7 +45,7 @@ def server(tmp_path_factory: pytest.TempPathFactory):
     publish_export(write_export(root / "heads", "heads", two_heads=True), repo, artifacts=["torchscript"])
     began = time.perf_counter()
     with TritonServer(repo, explicit_models=list(MODELS)) as triton:
-        print(f"\ntritonserver ready in {time.perf_counter() - began:.1f} s with {len(MODELS)} models")
+        report_figure(f"tritonserver ready in {time.perf_counter() - began:.1f} s with {len(MODELS)} models")
         yield triton
 
 
