@@ -50,6 +50,16 @@ def emit_json(payload: dict[str, Any]) -> None:
 class GuardedCommand(click.Command):
     """A command whose user errors end as one actionable line and a non-zero exit code."""
 
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any):
+        wants_json = "--json" in args
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as exc:  # a bad flag: with --json, still exactly one JSON object on stdout
+            if not wants_json:
+                raise
+            emit_json({"ok": False, "error": exc.format_message()})
+            raise click.exceptions.Exit(exc.exit_code) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -62,6 +72,17 @@ class GuardedCommand(click.Command):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+
+
+def parse_batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
+    """Click callback for a `--batch-sizes 1,8` option: positive integers, comma-separated."""
+    try:
+        sizes = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not sizes or any(b < 1 for b in sizes):
+        raise click.BadParameter(f"batch sizes must be >= 1, got {value!r}")
+    return sizes
 
 
 def json_option(func: Any) -> Any:

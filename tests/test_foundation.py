@@ -68,3 +68,10 @@ def test_flatten_outputs_names() -> None:
     assert [n for n, _ in flatten_outputs({"logits": a, "aux": (a, b)})] == ["logits", "aux_0", "aux_1"]
     pair = namedtuple("Pair", "logits aux1")
     assert [n for n, _ in flatten_outputs(pair(a, b))] == ["logits", "aux1"]
+
+
+def test_bad_flag_with_json_still_prints_one_json_object(tmp_path) -> None:
+    result = CliRunner().invoke(main, ["parity", str(tmp_path), "--batch-sizes", "1,x", "--json"])
+    assert result.exit_code == 2
+    payload = json.loads(result.stdout)
+    assert payload["ok"] is False and "--batch-sizes" in payload["error"]

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.status import Status
 from rich.table import Table
 
-from export.cli import GuardedCommand, emit_json, json_option, make_console
+from export.cli import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from export.commands.load_view import fingerprint_progress, print_load_report
 from export.commands.loader_options import load_options_from, loader_options
 from export.errors import ModelshipError, ParityError, PublishError, UsageError
@@ -35,13 +35,6 @@ class ProgressListener:
             self._status = None
         mark = "[green]✓[/]" if ok else "[red]✗[/]"
         self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
-
-
-def _csv_ints(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of integers") from None
 
 
 @click.command("export", cls=GuardedCommand)
@@ -84,7 +77,7 @@ def _csv_ints(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple
     "--batch-sizes",
     default="1,7",
     show_default=True,
-    callback=_csv_ints,
+    callback=parse_batch_sizes,
     help="Batch sizes every artifact is verified at (at least two different).",
 )
 @click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-3).")

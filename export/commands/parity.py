@@ -16,22 +16,12 @@ from typing import Any
 
 import click
 
-from export.cli import GuardedCommand, emit_json, json_option, make_console
+from export.cli import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from export.errors import ParityError, UsageError
 from export.manifest import Artifact, Manifest
 from export.parity.pipelines import IMAGES
 
 REPORT_NAME = "parity.json"
-
-
-def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-    if not sizes or any(b < 1 for b in sizes):
-        raise click.BadParameter(f"batch sizes must be >= 1, got {value!r}")
-    return sizes
 
 
 @click.command("parity", cls=GuardedCommand)
@@ -60,7 +50,7 @@ def _batch_sizes(ctx: click.Context, param: click.Parameter, value: str) -> tupl
     "--batch-sizes",
     default="1,8",
     show_default=True,
-    callback=_batch_sizes,
+    callback=parse_batch_sizes,
     help="Batch sizes of the seeded random inputs (with --against checkpoint).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
