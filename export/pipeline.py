@@ -240,7 +240,7 @@ def run_export(
     staging.chmod(_folder_mode())  # mkdtemp makes it private (0700); the export is an ordinary folder
     try:
         artifacts, reports = _build_artifacts(
-            model, spec, io, example, verification, staging, steps, opset=opset, target=target, provenance=provenance
+            _Build(model, spec, io, example, verification, staging, steps, opset, target, provenance)
         )
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:
@@ -296,26 +296,41 @@ def _reference(model: nn.Module, io: IOSpec, resolved: ResolvedInputs, spec: Exp
     return _Verification(sets, labels, [eager.run(inputs) for inputs in sets])
 
 
-def _build_artifacts(
-    model: nn.Module,
-    spec: ExportSpec,
-    io: IOSpec,
-    example: tuple[torch.Tensor, ...],
-    verification: _Verification,
-    staging: Path,
-    steps: Steps,
-    *,
-    opset: int,
-    target: Any,
-    provenance: dict[str, str],
-) -> tuple[list[Artifact], dict[str, ParityReport]]:
+@dataclass
+class _Build:
+    """What every artifact step shares: the model, its I/O, the seeded example and eager reference, the staging
+    folder and step timer, and the ONNX target."""
+
+    model: nn.Module
+    spec: ExportSpec
+    io: IOSpec
+    example: tuple[torch.Tensor, ...]
+    verification: _Verification
+    staging: Path
+    steps: Steps
+    opset: int
+    target: Any
+    provenance: dict[str, str]
+
+    def path(self, name: str) -> Path:
+        return self.staging / FILES[name]
+
+    def verify(self, name: str, runner: Any, precision: str) -> ParityReport:
+        tolerance = ToleranceConfig.for_precision(precision, self.spec.tolerances)
+        reference = self.verification
+        with self.steps(f"verify {name}", name):
+            return compare_runners(reference.reference, runner, reference.inputs, tolerance, labels=reference.labels)
+
+
+def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityReport]]:
+    spec, io = build.spec, build.io
     artifacts: list[Artifact] = []
     reports: dict[str, ParityReport] = {}
     precisions = ("fp32", "fp16") if spec.fp16 else ("fp32",)
 
     def record(name: str, fmt: str, precision: str, art_io: IOSpec, report: ParityReport, details: dict) -> None:
-        path = staging / FILES[name]
-        details = {**details, "bytes": path.stat().st_size, "seconds": steps.seconds(name)}
+        path = build.path(name)
+        details = {**details, "bytes": path.stat().st_size, "seconds": build.steps.seconds(name)}
         artifacts.append(
             Artifact(name, fmt, precision, FILES[name], sha256_file(path), art_io, report.to_dict(), details)
         )
@@ -325,70 +340,51 @@ def _build_artifacts(
         for precision in precisions:
             name = "torchscript" if precision == "fp32" else "torchscript_fp16"
             art_io = io if precision == "fp32" else float_io(io, "float16", inputs=True, outputs=True)
-            report, details = _torchscript(model, spec, art_io, example, verification, staging, steps, name)
+            report, details = _torchscript(build, name, art_io)
             record(name, "torchscript", precision, art_io, report, details)
     if "onnx" in spec.formats:
         name = "onnx"
-        with steps("export onnx", name):
+        with build.steps("export onnx", name):
             details = export_onnx(
-                model,
-                staging / FILES[name],
+                build.model,
+                build.path(name),
                 io,
-                example,
-                opset=opset,
-                target=target,
+                build.example,
+                opset=build.opset,
+                target=build.target,
                 exporter=spec.exporter,
-                metadata=provenance | {"precision": "fp32"},
+                metadata=build.provenance | {"precision": "fp32"},
             )
-            check_dynamic_axes(onnx.load(str(staging / FILES[name]), load_external_data=False), io)
-        runner = OnnxRuntimeRunner(staging / FILES[name], io, name=name)
-        report = _verify(name, runner, "fp32", spec, verification, steps)
+            check_dynamic_axes(onnx.load(str(build.path(name)), load_external_data=False), io)
+        report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name), "fp32")
         record(name, "onnx", "fp32", io, report, details)
         if spec.fp16:
             art_io = float_io(io, "float16", inputs=spec.fp16_io, outputs=spec.fp16_io)
-            report, fp16_details = _onnx_fp16(spec, art_io, verification, staging, steps, target, provenance)
+            report, fp16_details = _onnx_fp16(build, art_io)
             record("onnx_fp16", "onnx", "fp16", art_io, report, {**details, **fp16_details})
     return artifacts, reports
 
 
-def _torchscript(
-    model: nn.Module,
-    spec: ExportSpec,
-    io: IOSpec,
-    example: tuple[torch.Tensor, ...],
-    verification: _Verification,
-    staging: Path,
-    steps: Steps,
-    name: str,
-) -> tuple[ParityReport, dict[str, Any]]:
+def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
     half = name.endswith("fp16")
-    module = half_module(model) if half else model
-    details: dict[str, Any] = {"method": "trace" if spec.trace else "script"}
-    with steps(f"{details['method']} {name}", name):
-        if spec.trace:
-            args = tuple(t.half() if half and t.is_floating_point() else t for t in example)
+    module = half_module(build.model) if half else build.model
+    details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script"}
+    with build.steps(f"{details['method']} {name}", name):
+        if build.spec.trace:
+            args = tuple(t.half() if half and t.is_floating_point() else t for t in build.example)
             scripted, notes = trace_module(module, args)
             details["tracer_warnings"] = notes
         else:
             scripted = script_module(module)
-        loaded = save_and_reload(scripted, staging / FILES[name])
-    precision = "fp16" if half else "fp32"
-    return _verify(name, TorchRunner(loaded, io, name=name), precision, spec, verification, steps), details
+        loaded = save_and_reload(scripted, build.path(name))
+    return build.verify(name, TorchRunner(loaded, io, name=name), "fp16" if half else "fp32"), details
 
 
-def _onnx_fp16(
-    spec: ExportSpec,
-    io: IOSpec,
-    verification: _Verification,
-    staging: Path,
-    steps: Steps,
-    target: Any,
-    provenance: dict[str, str],
-) -> tuple[ParityReport, dict[str, Any]]:
+def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
     """Convert the fp32 ONNX file; if parity fails, retry keeping more sensitive ops in fp32 (FP16_ATTEMPTS)."""
     name = "onnx_fp16"
-    path = staging / FILES[name]
-    fp32 = onnx.load(str(staging / FILES["onnx"]))
+    path = build.path(name)
+    fp32 = onnx.load(str(build.path("onnx")))
     attempts: list[dict[str, Any]] = []
     kept: list[str] = []
     report: ParityReport | None = None
@@ -397,34 +393,24 @@ def _onnx_fp16(
         if attempts and present == kept:
             continue  # this block list keeps no op the previous attempt converted: same graph
         kept = present
-        with steps(f"convert {name}" + (f" (fp32: {', '.join(kept)})" if kept else ""), name):
-            proto = convert_onnx_fp16(fp32, keep_io_types=not spec.fp16_io, op_block_list=block)
-            cap_versions(proto, target)
-            set_metadata(proto, provenance | {"precision": "fp16"})
+        with build.steps(f"convert {name}" + (f" (fp32: {', '.join(kept)})" if kept else ""), name):
+            proto = convert_onnx_fp16(fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block)
+            cap_versions(proto, build.target)
+            set_metadata(proto, build.provenance | {"precision": "fp16"})
             save_model(proto, path, external=False)
             check_model(path)
         # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
         runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
         try:
-            report = _verify(name, runner, "fp16", spec, verification, steps)
+            report = build.verify(name, runner, "fp16")
         finally:
             runner.close()
         attempts.append({"kept_fp32": kept, "reason": reason, "passed": report.passed, "failures": report.failures()})
         if report.passed:
             break
     assert report is not None
-    details = {"nodes": len(proto.graph.node), "fp16_io": spec.fp16_io, "kept_fp32_ops": kept}
+    details = {"nodes": len(proto.graph.node), "fp16_io": build.spec.fp16_io, "kept_fp32_ops": kept}
     return report, details | {"fp16_attempts": attempts}
-
-
-def _verify(
-    name: str, runner: Any, precision: str, spec: ExportSpec, verification: _Verification, steps: Steps
-) -> ParityReport:
-    tolerance = ToleranceConfig.for_precision(precision, spec.tolerances)
-    with steps(f"verify {name}", name):
-        return compare_runners(
-            verification.reference, runner, verification.inputs, tolerance, labels=verification.labels
-        )
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:

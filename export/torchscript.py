@@ -22,7 +22,7 @@ _LOCATION = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
 
 @contextlib.contextmanager
-def _jit_deprecation_silenced() -> Iterator[None]:
+def jit_deprecation_silenced() -> Iterator[None]:
     """torch 2.9+ warns that torch.jit.* is deprecated (DeprecationWarning or FutureWarning by version). TorchScript
     is what Triton's LibTorch backend loads, so the export is deliberate: hide exactly that message."""
     with warnings.catch_warnings():
@@ -34,7 +34,7 @@ def _jit_deprecation_silenced() -> Iterator[None]:
 def script_module(model: nn.Module) -> torch.jit.ScriptModule:
     """`torch.jit.script(model)`, or an ExportError naming the unsupported construct and its place."""
     try:
-        with _jit_deprecation_silenced():
+        with jit_deprecation_silenced():
             return torch.jit.script(model)
     except Exception as exc:  # the frontend raises NotSupportedError, RuntimeError, torch.jit.Error, ...
         raise ExportError(
@@ -78,7 +78,7 @@ def trace_module(model: nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> 
     """
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", torch.jit.TracerWarning)
-        with _jit_deprecation_silenced():
+        with jit_deprecation_silenced():
             try:
                 traced = torch.jit.trace(model, example_inputs, check_trace=False, strict=False)
             except Exception as exc:
@@ -92,6 +92,12 @@ def trace_module(model: nn.Module, example_inputs: tuple[torch.Tensor, ...]) -> 
 
 def save_and_reload(module: torch.jit.ScriptModule, path: Path) -> torch.jit.ScriptModule:
     """Save to `path` and load it back (on CPU), so verification runs what was written."""
-    with _jit_deprecation_silenced():
+    with jit_deprecation_silenced():
         torch.jit.save(module, str(path))
+    return load_torchscript(path)
+
+
+def load_torchscript(path: Path) -> torch.jit.ScriptModule:
+    """`torch.jit.load` on CPU (RuntimeError for a file that is not TorchScript)."""
+    with jit_deprecation_silenced():
         return torch.jit.load(str(path), map_location="cpu")

@@ -10,7 +10,6 @@ files go through the training preprocessing (torch) into eager PyTorch, and thro
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -367,14 +366,12 @@ def _candidates(manifest: Manifest, folder: Path, artifacts: list[Artifact], kwa
 
 
 def _load_torchscript(path: Path) -> Any:
-    import torch
+    from export.torchscript import load_torchscript
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", (DeprecationWarning, FutureWarning))  # torch.jit announces its deprecation
-        try:
-            return torch.jit.load(str(path), map_location="cpu")
-        except RuntimeError as exc:
-            raise ParityError(f"{path}: TorchScript file cannot be loaded ({str(exc).splitlines()[0]})") from None
+    try:
+        return load_torchscript(path)
+    except RuntimeError as exc:
+        raise ParityError(f"{path}: TorchScript file cannot be loaded ({str(exc).splitlines()[0]})") from None
 
 
 def _served_runner(manifest: Manifest, kwargs: dict[str, Any]) -> Any:

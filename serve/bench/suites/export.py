@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.torchscript import _jit_deprecation_silenced as jit_deprecation_silenced
+from export.torchscript import jit_deprecation_silenced
 from serve.bench.results import Row
 from serve.bench.stats import ratio
 from serve.bench.workspace import Export, Workspace

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from export.torchscript import _jit_deprecation_silenced as jit_deprecation_silenced
+from export.torchscript import jit_deprecation_silenced
 from serve.bench.measure import InProcess
 from serve.bench.results import Row
 from serve.bench.stats import ratio
