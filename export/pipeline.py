@@ -31,6 +31,7 @@ from export.errors import ExportError, ParityError, UsageError
 from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, present_ops
 from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from export.iospec import BATCH, IOSpec, TensorSpec
+from export.labels import default_labels
 from export.manifest import Artifact, Manifest, Source, sha256_file
 from export.onnx_export import (
     EXPORTERS,
@@ -260,7 +261,7 @@ def run_export(
             io=io,
             artifacts=artifacts,
             preprocess=preprocess,
-            labels=metadata.get("labels"),
+            labels=metadata.get("labels") or default_labels(source.arch, io.outputs[0]),
             golden=GOLDEN_NAME,
             timings=[t.to_dict() for t in steps.timings],
             tool_version=__version__,

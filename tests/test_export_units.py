@@ -185,3 +185,13 @@ def test_export_spec_validates(tmp_path, kwargs, match):
         ExportSpec(out_dir=tmp_path / "m", **kwargs)
     with pytest.raises(UsageError, match="not a valid model name"):
         ExportSpec(out_dir=tmp_path / "my model")
+
+
+def test_default_labels_come_from_the_architecture_when_the_head_matches():
+    from export.labels import default_labels
+
+    imagenet = TensorSpec("logits", ("batch", 1000))
+    assert default_labels("resnet50", imagenet)[:2] == ["tench", "goldfish"]
+    assert default_labels("timm/vit_tiny_patch16_224", imagenet)[281] == "tabby"
+    assert default_labels("resnet50", TensorSpec("logits", ("batch", 10))) is None  # a re-headed model
+    assert default_labels("pkg.mod:Factory", imagenet) is None
