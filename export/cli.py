@@ -7,6 +7,7 @@ with `--json`) and a non-zero exit, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -72,6 +73,33 @@ class GuardedCommand(click.Command):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+        except OSError as exc:  # the filesystem or the network said no: name the path and what to do
+            error = system_error(exc)
+            if ctx.params.get("as_json"):
+                emit_json({"ok": False, "error": str(error), **error.details})
+            else:
+                click.secho(f"error: {error}", fg="red", err=True)
+            ctx.exit(error.exit_code)
+
+
+_ERRNO_HINTS = {
+    errno.ENOSPC: "free some space, or write elsewhere",
+    errno.EDQUOT: "free some space, or write elsewhere",
+    errno.EROFS: "the filesystem is read-only: write elsewhere",
+    errno.EACCES: "check the permissions, or write elsewhere",
+    errno.EPERM: "check the permissions, or write elsewhere",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a folder",
+    errno.EISDIR: "pass a file, not a folder",
+    errno.EMFILE: "raise the open-file limit (ulimit -n)",
+}
+
+
+def system_error(exc: OSError) -> ModelshipError:
+    """An OSError as a ModelshipError: the path, the system's reason, and a hint chosen by errno."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return ModelshipError(f"{where}{reason}", hint=_ERRNO_HINTS.get(exc.errno or 0), details={"errno": exc.errno})
 
 
 def parse_batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str) -> tuple[int, ...]:

@@ -65,6 +65,9 @@ def export_onnx(
             warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
             torch.onnx.export(model, example_inputs, str(path), **kwargs)
     except Exception as exc:
+        system = _system_cause(exc)
+        if system is not None:  # the disk, not the exporter: another exporter would not help
+            raise system from exc
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise ExportError(
             f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first}",
@@ -82,6 +85,18 @@ def export_onnx(
         "nodes": len(proto.graph.node),
         "external_data": external,
     }
+
+
+def _system_cause(exc: BaseException) -> OSError | None:
+    """The OSError (disk full, read-only, permissions) behind an exporter failure, if one is in its chain."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def dynamic_shapes(io: IOSpec) -> dict[str, dict[int, Any]]:

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import re
 import shutil
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +30,7 @@ from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, reso
 from export.iospec import BATCH, IOSpec, TensorSpec
 from export.labels import default_labels
 from export.manifest import Artifact, Manifest, Source, sha256_file
+from export.names import check_name
 from export.onnx_export import (
     EXPORTERS,
     LEGACY_MAX_OPSET,
@@ -55,6 +53,7 @@ from export.parity import (
     random_inputs,
     save_golden,
 )
+from export.staging import staging_folder, sweep, writable_parent
 from export.torchscript import save_and_reload, script_module, trace_module
 
 FORMATS = ("torchscript", "onnx")
@@ -66,7 +65,6 @@ FILES = {  # artifact name -> file name
     "onnx": "model.onnx",
     "onnx_fp16": "model.fp16.onnx",
 }
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 @dataclass(frozen=True)
@@ -106,11 +104,7 @@ class ExportSpec:
                 "verification needs two different batch sizes to prove the batch axis dynamic",
                 hint="e.g. --batch-sizes 1,7",
             )
-        if not _NAME.match(self.name):
-            raise UsageError(
-                f"export name {self.name!r} is not a valid model name",
-                hint="use letters, digits, '_', '-', '.' (pass --name)",
-            )
+        check_name(self.name, "export name", UsageError)
         ToleranceConfig.for_precision("fp32", self.tolerances)  # validate early
         ToleranceConfig.for_precision("fp16", self.tolerances)
 
@@ -236,9 +230,8 @@ def run_export(
     )
     example = torch_inputs(io, base_sizes(resolved), spec.seed)
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{spec.name}.", suffix=".staging", dir=dest.parent))
-    staging.chmod(_folder_mode())  # mkdtemp makes it private (0700); the export is an ordinary folder
+    sweep(writable_parent(dest, "the export"))
+    staging = staging_folder(dest.parent, spec.name)
     try:
         artifacts, reports = _build_artifacts(
             _Build(model, spec, io, example, verification, staging, steps, opset, target, provenance)
@@ -442,12 +435,6 @@ def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:
     return IOSpec(switch(io.inputs, inputs), switch(io.outputs, outputs))
 
 
-def _folder_mode() -> int:
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return 0o777 & ~umask
-
-
 def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
     """Rename the finished staging folder to `dest`; with `force`, swap out an existing one first."""
     if not dest.exists():
@@ -455,7 +442,7 @@ def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
         return
     if not force:
         refuse_existing(dest, force)
-    retired = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".replaced", dir=dest.parent))
+    retired = staging_folder(dest.parent, dest.name, "replaced")
     retired.rmdir()
     dest.rename(retired)
     try:

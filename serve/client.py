@@ -44,7 +44,18 @@ def split_url(url: str | None, protocol: str | None = None) -> tuple[str, str]:
     chosen = scheme or protocol or "http"
     if chosen not in PROTOCOLS:
         raise ClientError(f"unknown protocol {chosen!r}", hint="use http or grpc")
-    return chosen, (rest.rstrip("/") or DEFAULT_URLS[chosen])
+    if url is None:
+        return chosen, DEFAULT_URLS[chosen]
+    address = rest.rstrip("/")
+    host, colon, port = address.rpartition(":")
+    if not colon:
+        host, port = address, DEFAULT_URLS[chosen].rpartition(":")[2]
+    if not host or "/" in address or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ClientError(
+            f"{url!r} is not a server address",
+            hint=f"write {chosen}://HOST:PORT, e.g. {chosen}://{DEFAULT_URLS[chosen]}",
+        )
+    return chosen, f"{host}:{port}"
 
 
 @dataclass(frozen=True)
@@ -144,10 +155,13 @@ class TritonClient:
         )
 
     def _unknown(self, model: str) -> ClientError:
-        served = [m["name"] for m in self.models() if m.get("state") == "READY"]
+        try:
+            served = [m["name"] for m in self.models() if m.get("state") == "READY"]
+        except ClientError:  # the repository index may be restricted (modelship serve puts it behind a secret)
+            served = []
         return ClientError(
             f"model {model!r} is not served at {self.url}",
-            hint=f"served models: {', '.join(served) or 'none'}",
+            hint=f"served models: {', '.join(served)}" if served else "check the name (modelship serve lists them)",
             details={"url": self.url, "model": model, "served": served},
         )
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -23,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from export import __version__
-from export.errors import PublishError
-from export.manifest import Artifact, Manifest
+from export.errors import PreprocessError, PublishError
+from export.labels import clean_labels
+from export.manifest import MANIFEST_NAME, Artifact, Manifest
 from serve import repository
 from serve.triton_config import (
     DEFAULT_MAX_BATCH_SIZE,
@@ -41,8 +41,6 @@ DEFAULT_REPO = Path("model_repo")
 MANIFEST_FILE = "modelship.json"
 PREPROCESS_FILE = "preprocess.json"
 CONFIG_FILE = "config.pbtxt"
-# Test hook: seconds to sleep after the first chunk of a model file is staged (simulates a publisher killed midway).
-PAUSE_ENV = "MODELSHIP_PUBLISH_PAUSE_S"
 _CHUNK = 1 << 20
 
 
@@ -92,12 +90,19 @@ def publish_export(
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     keep_versions: int = 1,
 ) -> PublishResult:
-    """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`."""
+    """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`.
+
+    All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
+    before the repository changes; then one journaled commit makes them all visible (serve.repository).
+    """
     export_dir, repo = Path(export_dir), Path(repo or DEFAULT_REPO)
+    repository.check_version(version)
     manifest = Manifest.read(export_dir)
     base = repository.check_model_name(manifest.name if name is None else name)
     chosen = _choose(manifest, artifacts)
-    label_list = _read_labels(labels) if labels is not None else manifest.labels
+    label_list = _labels(manifest, labels, export_dir)
+    if manifest.preprocess is not None:
+        _check_preprocess(manifest.preprocess, export_dir)
     options = ServingOptions(
         kind=kind,
         instances=instances,
@@ -111,10 +116,12 @@ def publish_export(
     for art in chosen:
         _check_labels(art, label_list)
     with repository.locked(repo):
+        plan = repository.Plan(repository.staging_dir(repo))
         for art in chosen:
             result.models.append(
-                _publish_one(export_dir, repo, manifest, art, model_names[art.name], options, version, label_list)
+                _stage(plan, export_dir, repo, manifest, art, model_names[art.name], options, version, label_list)
             )
+        repository.commit(plan)
     return result
 
 
@@ -132,15 +139,32 @@ def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
     return [known[w] for w in dict.fromkeys(wanted)]
 
 
-def _read_labels(path: Path) -> list[str]:
+def _labels(manifest: Manifest, path: Path | None, export_dir: Path) -> list[str] | None:
+    """The labels to publish: the --labels file (one per line), else the manifest's, one line each."""
+    if path is None:
+        if manifest.labels is None:
+            return None
+        return clean_labels(manifest.labels, f"{export_dir / MANIFEST_NAME}: field 'labels'")[0]
     try:
         lines = [line.strip() for line in Path(path).read_text().splitlines()]
-    except OSError as exc:
-        raise PublishError(f"{path}: cannot read labels ({exc.strerror})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PublishError(f"{path}: cannot read labels ({getattr(exc, 'strerror', None) or exc})") from None
     labels = [line for line in lines if line]
     if not labels:
         raise PublishError(f"{path}: no labels in file", hint="one label per line")
     return labels
+
+
+def _check_preprocess(spec: Any, export_dir: Path) -> None:
+    """Refuse a preprocessing spec clients could not apply, before it is published into configs."""
+    from preprocess import PreprocessSpec
+
+    try:
+        PreprocessSpec.from_dict(spec)
+    except PreprocessError as exc:
+        raise PublishError(f"{export_dir / MANIFEST_NAME}: field 'preprocess' is invalid: {exc}") from None
+    except TypeError as exc:
+        raise PublishError(f"{export_dir / MANIFEST_NAME}: field 'preprocess' is invalid ({exc})") from None
 
 
 def _check_labels(art: Artifact, labels: list[str] | None) -> None:
@@ -154,7 +178,8 @@ def _check_labels(art: Artifact, labels: list[str] | None) -> None:
         )
 
 
-def _publish_one(
+def _stage(
+    plan: repository.Plan,
     export_dir: Path,
     repo: Path,
     manifest: Manifest,
@@ -164,6 +189,8 @@ def _publish_one(
     version: int | None,
     labels: list[str] | None,
 ) -> PublishedModel:
+    """Write one model's version folder and model-level files into the plan's staging folder (verified against
+    the manifest) and add the renames that install them to the plan. Nothing in `repo` changes here."""
     model_dir = repo / model_name
     number = repository.choose_version(model_dir, version)
     config = build_config(
@@ -183,34 +210,41 @@ def _publish_one(
         },
     )
     _check_compatible(model_dir, config, options)
-    staging = repository.staging_dir(repo)
-    version_dir = staging / model_name / str(number)
-    version_dir.mkdir(parents=True)
-    _copy_verified(export_dir / art.file, version_dir / MODEL_FILES[art.format], art)
-    for extra in _external_data(export_dir, art):
-        shutil.copy2(extra, version_dir / extra.name)
-    record = dataclasses.replace(manifest, artifacts=[art])
-    record_dict = record.to_dict() | {
-        "published": {"model": model_name, "version": number, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    }
-    (version_dir / MANIFEST_FILE).write_text(json.dumps(record_dict, indent=2) + "\n")
-    model_files = {CONFIG_FILE: to_text(config)}
-    if labels:
-        model_files[LABELS_FILE] = "\n".join(labels) + "\n"
-    if manifest.preprocess:
-        model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess, indent=2) + "\n"
-    for filename, text in model_files.items():
-        (staging / model_name / filename).write_text(text)
+    staged = plan.folder / model_name
+    version_dir = staged / str(number)
+    try:
+        version_dir.mkdir(parents=True)
+        _copy_verified(export_dir / art.file, version_dir / MODEL_FILES[art.format], art)
+        for extra in _external_data(export_dir, art):
+            shutil.copy2(extra, version_dir / extra.name)
+        record = dataclasses.replace(manifest, artifacts=[art], labels=labels)
+        record_dict = record.to_dict() | {
+            "published": {"model": model_name, "version": number, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        }
+        (version_dir / MANIFEST_FILE).write_text(json.dumps(record_dict, indent=2) + "\n")
+        model_files = {CONFIG_FILE: to_text(config)}
+        if labels:
+            model_files[LABELS_FILE] = "\n".join(labels) + "\n"
+        if manifest.preprocess:
+            model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess, indent=2) + "\n"
+        for filename, text in model_files.items():
+            (staged / filename).write_text(text)
+    except OSError as exc:
+        raise PublishError(
+            f"{plan.folder}: cannot stage {model_name} ({exc.strerror or exc})",
+            hint="free space on the repository's filesystem, or publish elsewhere (--repo)",
+            details={"errno": exc.errno},
+        ) from None
     parse_config(model_files[CONFIG_FILE], str(model_dir / CONFIG_FILE))
     if not model_dir.exists():
-        os.rename(staging / model_name, model_dir)  # a new model appears whole, config and version together
+        plan.new(staged, model_dir)  # a new model appears whole, config and version together
     else:
-        repository.install_version(version_dir, model_dir, number)
+        plan.new(version_dir, model_dir / str(number))
         for filename in model_files:
-            os.replace(staging / model_name / filename, model_dir / filename)
+            plan.replace(staged / filename, model_dir / filename)
         for stale in {LABELS_FILE, PREPROCESS_FILE} - set(model_files):
-            (model_dir / stale).unlink(missing_ok=True)
-    shutil.rmtree(staging, ignore_errors=True)
+            if (model_dir / stale).exists():
+                plan.remove(model_dir / stale)
     return PublishedModel(model_name, art.name, number, model_dir / str(number), model_dir / CONFIG_FILE, art.sha256)
 
 
@@ -235,16 +269,11 @@ def _copy_verified(source: Path, target: Path, art: Artifact) -> None:
     """Copy `source` to `target`, hashing as it goes; PublishError unless the sha256 matches the manifest."""
     if not source.is_file():
         raise PublishError(f"{source}: artifact {art.name!r} file is missing", hint="re-run export-model")
-    pause = float(os.environ.get(PAUSE_ENV, "0") or 0)
     digest = hashlib.sha256()
     with open(source, "rb") as src, open(target, "wb") as dst:
         while chunk := src.read(_CHUNK):
             digest.update(chunk)
             dst.write(chunk)
-            if pause:
-                dst.flush()
-                time.sleep(pause)
-                pause = 0
     if digest.hexdigest() != art.sha256:
         raise PublishError(
             f"{source}: sha256 {digest.hexdigest()[:12]}… does not match the manifest's {art.sha256[:12]}…",

@@ -1,44 +1,43 @@
-"""A Triton model repository on disk: safe names, numbered versions, a lock, and atomic installs.
+"""A Triton model repository on disk: safe names, numbered versions, a lock, and all-or-nothing installs.
 
 Layout: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/<model file>`. Guarantees:
-- A model or version folder appears whole or not at all: files are staged in `<parent>/.<repo name>.staging/`
-  (beside the repository, so on the same filesystem, but outside it: Triton tries to load every folder inside a
-  repository, hidden ones too) and moved in with one `os.rename`. Model-level files (config.pbtxt, labels.txt,
-  ...) are replaced with `os.replace`. A publisher killed at any point leaves only a stale staging folder,
-  removed by the next publisher.
+- Nothing is written into the repository until everything a publish needs is staged and verified: files are
+  staged in `<parent>/.<repo name>.staging/` (beside the repository, so on the same filesystem, but outside it:
+  Triton tries to load every folder inside a repository, hidden ones too).
+- `commit` then applies every change of one publish (new model folders, new version folders, replaced model-level
+  files) as renames, recording each in a journal first. A failure part-way undoes the applied ones, so the
+  repository is as it was; a publisher killed part-way leaves the journal, and the next `locked()` (the next
+  publish, or `modelship serve` starting) rolls it back before anything else happens. A journal marked done is
+  a finished publish and is only cleaned up.
 - Existing versions are never touched; a new one is max(existing) + 1, or an explicit number that must be free.
-- `<repo>/.modelship.lock` (a file lock, released by the OS if its holder dies) serialises publishers, so two
-  concurrent publishers get distinct versions.
+- `<parent>/.<repo name>.lock` (a file lock, released by the OS if its holder dies) serialises publishers, so
+  two concurrent publishers get distinct versions. It lives beside the repository so a failed publish leaves the
+  repository itself byte-identical.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from export.errors import PublishError
+from export.names import check_name
 
-LOCK_NAME = ".modelship.lock"
 LOCK_TIMEOUT_S = 300
-# Triton model names become folder names and URL path segments: keep them boring.
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+JOURNAL = "journal.json"
 
 
 def check_model_name(name: str) -> str:
     """`name` if it is a safe single path component and URL segment, else PublishError."""
-    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name) or name in (".", "..") or ".." in name:
-        raise PublishError(
-            f"model name {name!r} is not a safe folder name",
-            hint="use letters, digits, '_', '-', '.', starting with a letter or digit (at most 128 characters)",
-        )
-    return name
+    return check_name(name, "model name", PublishError)
 
 
 def versions(model_dir: Path) -> list[int]:
@@ -48,12 +47,17 @@ def versions(model_dir: Path) -> list[int]:
     return sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit() and p.name[0] != "0")
 
 
+def check_version(requested: int | None) -> None:
+    """PublishError for a version number that can never be valid (checked before anything touches the disk)."""
+    if requested is not None and requested < 1:
+        raise PublishError(f"--version must be a positive integer, got {requested}", hint="omit it for latest + 1")
+
+
 def choose_version(model_dir: Path, requested: int | None) -> int:
+    check_version(requested)
     existing = versions(model_dir)
     if requested is None:
         return (existing[-1] + 1) if existing else 1
-    if requested < 1:
-        raise PublishError(f"version must be a positive integer, got {requested}")
     if requested in existing:
         raise PublishError(
             f"{model_dir / str(requested)} already exists", hint="versions are immutable: omit --version for the next"
@@ -61,27 +65,55 @@ def choose_version(model_dir: Path, requested: int | None) -> int:
     return requested
 
 
+def _unwritable(path: Path, exc: OSError) -> PublishError:
+    return PublishError(
+        f"{path}: cannot write the model repository ({exc.strerror or exc})",
+        hint="publish to a writable folder with free space (--repo), or fix its permissions",
+        details={"errno": exc.errno},
+    )
+
+
 @contextlib.contextmanager
 def locked(repo: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
-    """Hold the repository's publish lock; clears stale staging folders left by killed publishers."""
-    repo.mkdir(parents=True, exist_ok=True)
-    staging = staging_root(repo)
-    if staging.parent.stat().st_dev != repo.stat().st_dev:
-        raise PublishError(
-            f"{repo} is a mount point: staged files could not be moved into it atomically",
-            hint="publish into a folder inside the mounted volume",
-        )
-    lock = FileLock(str(repo / LOCK_NAME))
+    """Hold the repository's publish lock; rolls back a publish a killed publisher left half-applied and clears
+    stale staging folders. A repository this call created is removed again if the block fails."""
+    repo = Path(repo)
+    created = not repo.exists()
     try:
+        repo.mkdir(parents=True, exist_ok=True)
+        staging = staging_root(repo)
+        if staging.parent.stat().st_dev != repo.stat().st_dev:
+            raise PublishError(
+                f"{repo} is a mount point: staged files could not be moved into it atomically",
+                hint="publish into a folder inside the mounted volume",
+            )
+        lock = FileLock(str(lock_path(repo)))
         lock.acquire(timeout=timeout_s)
     except Timeout:
-        raise PublishError(f"{repo}: another publisher holds {LOCK_NAME} for over {timeout_s:.0f} s") from None
+        raise PublishError(f"{repo}: another publisher holds {lock_path(repo)} for over {timeout_s:.0f} s") from None
+    except OSError as exc:
+        _remove_if_empty(repo, created)
+        raise _unwritable(repo, exc) from None
     try:
-        shutil.rmtree(staging, ignore_errors=True)
+        recover(repo)
         yield
+    except BaseException:
+        _remove_if_empty(repo, created)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         lock.release()
+
+
+def _remove_if_empty(repo: Path, created: bool) -> None:
+    if created:
+        with contextlib.suppress(OSError):
+            repo.rmdir()
+
+
+def lock_path(repo: Path) -> Path:
+    repo = repo.resolve()
+    return repo.parent / f".{repo.name}.lock"
 
 
 def staging_root(repo: Path) -> Path:
@@ -92,13 +124,115 @@ def staging_root(repo: Path) -> Path:
 def staging_dir(repo: Path) -> Path:
     """A fresh folder on the repository's filesystem to build files in before moving them into place."""
     root = staging_root(repo)
-    root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=root))
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=root))
+    except OSError as exc:
+        raise _unwritable(root, exc) from None
 
 
-def install_version(staged: Path, model_dir: Path, version: int) -> Path:
-    """Move a fully written version folder into place in one rename."""
-    model_dir.mkdir(parents=True, exist_ok=True)
-    target = model_dir / str(version)
-    os.rename(staged, target)
-    return target
+@dataclass
+class Change:
+    """One rename into the repository and how to undo it.
+
+    kind "new": `source` (staged) becomes `target`, which did not exist; undone by removing `target`.
+    kind "replace": `source` replaces the file `target`, whose old content is kept at `backup` (a hard link);
+    undone by putting `backup` back. kind "remove": `target` moves to `backup`; undone by moving it back.
+    """
+
+    kind: str
+    target: str
+    source: str = ""
+    backup: str = ""
+
+
+@dataclass
+class Plan:
+    """Every change of one publish, applied together by `commit`; `folder` is its staging folder."""
+
+    folder: Path
+    changes: list[Change] = field(default_factory=list)
+
+    def new(self, source: Path, target: Path) -> None:
+        self.changes.append(Change("new", str(target), source=str(source)))
+
+    def replace(self, source: Path, target: Path) -> None:
+        backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
+        self.changes.append(Change("replace", str(target), source=str(source), backup=str(backup)))
+
+    def remove(self, target: Path) -> None:
+        backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
+        self.changes.append(Change("remove", str(target), backup=str(backup)))
+
+
+def commit(plan: Plan) -> None:
+    """Apply `plan` all or nothing: journal it, apply each change, mark the journal done. On an error the applied
+    changes are undone (newest first) and a PublishError names the cause."""
+    journal = plan.folder / JOURNAL
+    (plan.folder / "backup").mkdir(exist_ok=True)
+    _write_journal(journal, plan.changes, done=False)
+    try:
+        for change in plan.changes:
+            _apply(change)
+    except OSError as exc:
+        _undo(plan.changes)
+        journal.unlink(missing_ok=True)
+        raise _unwritable(Path(exc.filename or plan.changes[0].target), exc) from None
+    _write_journal(journal, plan.changes, done=True)
+
+
+def _apply(change: Change) -> None:
+    target = Path(change.target)
+    if change.kind == "new":
+        if target.exists():
+            raise FileExistsError(17, "appeared while publishing", str(target))
+        os.rename(change.source, target)
+    elif change.kind == "replace":
+        if target.exists():
+            os.link(target, change.backup)
+        os.replace(change.source, target)
+    else:
+        os.rename(target, change.backup)
+
+
+def _undo(changes: list[Change]) -> None:
+    """Undo whichever of `changes` took effect (each check makes this safe to run again after a crash)."""
+    for change in reversed(changes):
+        target, backup = Path(change.target), Path(change.backup) if change.backup else None
+        with contextlib.suppress(OSError):
+            if change.kind == "new":
+                if target.is_dir() and not Path(change.source).exists():
+                    shutil.rmtree(target)
+                elif target.is_file() and not Path(change.source).exists():
+                    target.unlink()
+            elif backup is not None and backup.exists():
+                os.replace(backup, target)
+            elif change.kind == "replace" and not Path(change.source).exists():
+                target.unlink()  # the file was new to the repository: it had no backup
+
+
+def _write_journal(path: Path, changes: list[Change], *, done: bool) -> None:
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as handle:
+        json.dump({"done": done, "changes": [vars(c) for c in changes]}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def recover(repo: Path) -> list[str]:
+    """Roll back every publish a killed publisher left half-applied (call with the lock held); the targets it put
+    back, for the log."""
+    root = staging_root(repo)
+    restored: list[str] = []
+    for journal in sorted(root.glob(f"*/{JOURNAL}")) if root.is_dir() else []:
+        try:
+            data = json.loads(journal.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # written before any change was applied (the journal is replaced atomically)
+        if not data.get("done"):
+            changes = [Change(**c) for c in data.get("changes", [])]
+            _undo(changes)
+            restored += [c.target for c in changes]
+        shutil.rmtree(journal.parent, ignore_errors=True)
+    return restored

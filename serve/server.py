@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import hashlib
+import ipaddress
+import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -32,6 +36,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from export.errors import ServeError
 
@@ -40,6 +45,7 @@ BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
 SHARED_BACKEND_FILES = ("modelship_backend.py",)
 EXIT_TIMEOUT_S = 5
+API_KEY_HEADER = "modelship-api-key"  # the header Triton checks before any repository-API request
 
 
 @dataclass(frozen=True)
@@ -124,15 +130,21 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def port_in_use(host: str, port: int) -> bool:
-    """True if something listens on (host, port). A port merely in TIME_WAIT counts as free, as it does for Triton."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+def bind_problem(host: str, port: int) -> int | None:
+    """None if (host, port) can be bound now, else the errno why (EADDRINUSE: something listens there;
+    EADDRNOTAVAIL: not an address of this machine). A port merely in TIME_WAIT counts as free, as it does for
+    Triton."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror:
+        return errno.EADDRNOTAVAIL
+    with contextlib.closing(socket.socket(family, socket.SOCK_STREAM)) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except OSError:
-            return True
-    return False
+        except OSError as exc:
+            return exc.errno or errno.EADDRINUSE
+    return None
 
 
 def _die_with_parent() -> None:
@@ -140,6 +152,61 @@ def _die_with_parent() -> None:
     killed test run or CLI leaves no orphan server behind (PR_SET_PDEATHSIG)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def write_secret(path: Path) -> str:
+    """A new random secret in `path`, created 0600 (owner only) in a 0700 folder; returns it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    secret = secrets.token_urlsafe(32)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret + "\n")
+    return secret
+
+
+def read_secret(path: Path) -> str:
+    """The repository-API secret `modelship serve` wrote to `path`."""
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        raise ServeError(
+            f"{path}: cannot read the repository-API secret ({exc.strerror})",
+            hint="pass the --api-key-file that `modelship serve` printed",
+        ) from None
+
+
+def state_dir() -> Path:
+    """Where per-server secrets live: $XDG_RUNTIME_DIR/modelship, else ~/.cache/modelship/servers."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(runtime) / "modelship" if runtime else Path.home() / ".cache" / "modelship" / "servers"
+
+
+def _children(pid: int) -> list[int]:
+    """The child processes of `pid` (from /proc)."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError, ValueError):
+            found += [int(child) for child in task.read_text().split()]
+    return found
+
+
+def _stub_model(argv: list[bytes], repo: Path) -> str:
+    """The model a stub serves: its first argument is the model's path inside the repository."""
+    path = Path(os.fsdecode(argv[1]))
+    with contextlib.suppress(ValueError):
+        return path.relative_to(repo).parts[0]
+    return path.parent.parent.name
 
 
 def production_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002) -> str:
@@ -164,7 +231,14 @@ class TritonServer:
     http_port: int | None = None
     grpc_port: int | None = None
     metrics_port: int | None = None
-    explicit_models: list[str] | None = None  # None: load everything (mode "none"); a list: explicit mode, these
+    explicit_models: list[str] | None = None  # None: load every model; a list: only these
+    # Explicit model control (load/unload/reload over the repository API), with that API behind a per-server
+    # secret header (API_KEY_HEADER, the value in `api_key_file`, 0600). False: Triton's mode "none", the
+    # repository API closed entirely (every model loads at start).
+    repository_api: bool = True
+    expose_repository_api: bool = False  # allow the repository API on a non-loopback address
+    api_key_file: Path | None = None
+    strict: bool = False  # every model must load (else start fails); also makes /v2/health/ready strict
     log_file: Path | None = None
     verbose: bool = False
     startup_timeout_s: float = 180.0
@@ -177,6 +251,21 @@ class TritonServer:
         self.repo = Path(self.repo).resolve()
         self.log_file = Path(self.log_file) if self.log_file is not None else None
         self._requested_ports = (self.http_port, self.grpc_port, self.metrics_port)  # None: pick a free one
+        self._secret: str | None = None
+        self._shm_regions: set[str] = set()  # shared-memory regions of the stubs seen, removed at stop
+        if self.explicit_models is not None and not self.repository_api:
+            raise ServeError("loading chosen models needs the repository API (explicit model control)")
+        if self.repository_api and not self.expose_repository_api and not is_loopback(self.host):
+            raise ServeError(
+                f"refusing to open Triton's repository API (model load/unload, which can run code) on {self.host}",
+                hint="serve every model without --model (the API stays closed), bind 127.0.0.1, or pass "
+                "--expose-repository-api to accept it behind the secret header",
+            )
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header that opens the repository API (empty when the API is closed)."""
+        return {API_KEY_HEADER: self._secret} if self._secret else {}
 
     @property
     def _client_host(self) -> str:
@@ -207,11 +296,14 @@ class TritonServer:
             f"--metrics-port={self.metrics_port}",
             "--allow-gpu-metrics=false",
             f"--exit-timeout-secs={self.exit_timeout_s}",
-            "--strict-readiness=true",
+            f"--strict-readiness={str(self.strict).lower()}",
+            f"--exit-on-error={str(self.strict).lower()}",  # one broken model must not take the others down
         ]
-        if self.explicit_models is not None:
+        if self.repository_api:
             cmd.append("--model-control-mode=explicit")
-            cmd.extend(f"--load-model={name}" for name in self.explicit_models)
+            cmd.extend(f"--load-model={name}" for name in (self.explicit_models or ["*"]))
+            restriction = f"model-repository:{API_KEY_HEADER}={self._secret}"
+            cmd += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
         if self.verbose:
             cmd.append("--log-verbose=1")
         return cmd + list(self.extra_args)
@@ -223,6 +315,10 @@ class TritonServer:
             raise ServeError(f"{self.repo}: model repository does not exist", hint="run `modelship publish` first")
         install = TritonInstall.find()
         backends = backend_directory()
+        self._check_models()
+        if self.repository_api and self._secret is None:
+            self.api_key_file = Path(self.api_key_file or state_dir() / f"triton-{os.getpid()}-{id(self):x}.key")
+            self._secret = write_secret(self.api_key_file)
         attempts = 3 if None in self._requested_ports else 1  # a free port can be taken before Triton binds it
         for attempt in range(attempts):
             self.http_port, self.grpc_port, self.metrics_port = (
@@ -237,17 +333,39 @@ class TritonServer:
                     raise
         return self
 
+    def _check_models(self) -> None:
+        """ServeError naming each model asked for that the repository does not hold."""
+        missing = [m for m in self.explicit_models or [] if not (self.repo / m / "config.pbtxt").is_file()]
+        if missing:
+            held = sorted(p.name for p in self.repo.iterdir() if (p / "config.pbtxt").is_file())
+            raise ServeError(
+                f"{self.repo}: no model {', '.join(map(repr, missing))} in this repository",
+                hint=f"models here: {', '.join(held) or 'none'} (publish it first with `modelship publish`)",
+                details={"missing": missing, "models": held},
+            )
+
     def _check_ports(self) -> None:
-        """Refuse ports something already listens on: readiness probes would otherwise reach the other server."""
+        """Refuse ports something already listens on (readiness probes would otherwise reach the other server),
+        out of range, or on an address that is not this machine's."""
         ports = {"http": self.http_port, "grpc": self.grpc_port, "metrics": self.metrics_port}
         if len(set(ports.values())) < len(ports):
             raise ServeError(f"HTTP, gRPC and metrics ports must differ, got {ports}")
         for kind, port in ports.items():
-            if port_in_use(self.host, port):
+            if not 0 < port < 65536:
+                raise ServeError(f"--{kind}-port {port} is not a port number", hint="use 1-65535")
+            problem = bind_problem(self.host, port)
+            if problem == errno.EADDRINUSE:
                 raise ServeError(
                     f"{kind} port {port} on {self.host} is already in use",
                     hint=f"stop the other server or pick another port (--{kind}-port)",
                     details={"port": port},
+                )
+            if problem is not None:
+                raise ServeError(
+                    f"cannot listen on {self.host}:{port} ({os.strerror(problem)})",
+                    hint="--host must be an address of this machine (127.0.0.1, 0.0.0.0 or one of its interfaces); "
+                    "ports below 1024 need root",
+                    details={"host": self.host, "port": port, "errno": problem},
                 )
 
     def _launch(self, backends: Path, install: TritonInstall) -> None:
@@ -302,12 +420,76 @@ class TritonServer:
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             return False
 
+    def _post(self, path: str, timeout_s: float = 30.0) -> Any:
+        """POST to the HTTP endpoint with the repository-API header; the JSON answer, or ServeError."""
+        request = urllib.request.Request(
+            f"{self.http_url}{path}", data=b"{}", method="POST", headers=self.admin_headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")
+            with contextlib.suppress(ValueError, AttributeError):
+                detail = json.loads(detail).get("error", detail)
+            raise ServeError(f"tritonserver refused {path}: {detail}", details={"status": exc.code}) from None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError) as exc:
+            raise ServeError(f"tritonserver at {self.http_url} did not answer {path} ({exc})") from None
+        return json.loads(body) if body else None
+
+    def model_index(self) -> list[dict[str, Any]]:
+        """Every model of the repository with its state (READY, UNAVAILABLE, ...) and the reason it failed."""
+        return list(self._post("/v2/repository/index") or [])
+
+    def reload(self, model: str) -> None:
+        """Unload then load `model` (its /ready answers false in between); needs the repository API."""
+        self._post(f"/v2/repository/models/{model}/unload")
+        self._post(f"/v2/repository/models/{model}/load", timeout_s=self.startup_timeout_s)
+
+    def stub_models(self) -> dict[int, str]:
+        """The Python-backend stub processes of this server: pid -> the model each one serves."""
+        if self.process is None:
+            return {}
+        stubs = {}
+        for pid in _children(self.process.pid):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"triton_python_backend_stub") and len(argv) > 2:
+                stubs[pid] = _stub_model(argv, self.repo)
+                self._shm_regions.add(os.fsdecode(argv[2]))
+        return stubs
+
+    def restart(self) -> float:
+        """Stop the process if it still runs and start it again on the same ports and secret; seconds to ready."""
+        self._terminate()
+        install = TritonInstall.find()
+        self._launch(backend_directory(), install)
+        return self.startup_s or 0.0
+
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def stop(self) -> int | None:
-        """Stop the server (SIGTERM, then SIGKILL after the exit timeout); returns its exit code."""
+        """Stop the server (SIGTERM, then SIGKILL after the exit timeout); returns its exit code. The secret
+        file goes too."""
+        code = self._terminate()
+        if self._secret is not None and self.api_key_file is not None:
+            self.api_key_file.unlink(missing_ok=True)
+            self._secret = None
+        return code
+
+    def _terminate(self) -> int | None:
+        try:
+            return self._end_process()
+        finally:
+            for region in self._shm_regions:  # a killed stub leaves its region behind
+                Path("/dev/shm", region).unlink(missing_ok=True)
+            self._shm_regions.clear()
+
+    def _end_process(self) -> int | None:
         process, self.process = self.process, None
         if process is None:
             return None

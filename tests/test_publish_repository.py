@@ -15,13 +15,13 @@ from serve_exports import LABELS, PREPROCESS, write_export
 
 from export.errors import PublishError
 from export.manifest import Manifest
-from serve.publish import PAUSE_ENV, publish_export
+from serve.publish import publish_export
 from serve.repository import staging_root
 from serve.server import TritonServer
 from serve.triton_config import parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CLI = (sys.executable, "-c", "from export.cli import main; main()")
+SLOW_CLI = (sys.executable, str(Path(__file__).with_name("slow_cli.py")))
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def assert_loadable(repo: Path) -> None:
 
 def publish_cli(export_dir: Path, repo: Path, *args: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [*CLI, "publish", str(export_dir), "--repo", str(repo), "--json", *args],
+        [*SLOW_CLI, "publish", str(export_dir), "--repo", str(repo), "--json", *args],
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},
         stdout=subprocess.PIPE,
@@ -128,7 +128,7 @@ def test_two_concurrent_publishers_get_distinct_versions(export_dir: Path, tmp_p
     repo = tmp_path / "repo"
     # each pauses mid-copy while holding the lock, so the second one must wait for the first
     args = ("--artifact", "onnx", "--artifact", "torchscript")
-    procs = [publish_cli(export_dir, repo, *args, env={PAUSE_ENV: "0.3"}) for _ in range(2)]
+    procs = [publish_cli(export_dir, repo, *args, env={"SLOW_COPY_S": "0.3"}) for _ in range(2)]
     results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(r["ok"] for r in results), results
     for model in ("tiny_onnx", "tiny_torchscript"):
@@ -142,13 +142,13 @@ def test_two_concurrent_publishers_get_distinct_versions(export_dir: Path, tmp_p
 def test_a_killed_publisher_leaves_the_repository_loadable(export_dir: Path, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     publish_export(export_dir, repo, artifacts=["onnx"])
-    proc = publish_cli(export_dir, repo, "--artifact", "onnx", env={PAUSE_ENV: "60"})
+    proc = publish_cli(export_dir, repo, "--artifact", "onnx", env={"SLOW_COPY_S": "60"})
     staged = staging_root(repo)
     deadline = time.monotonic() + 60
     while not any(p.name == "model.onnx" for p in staged.rglob("*")):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)  # mid-copy: the staged model file is half written
+    proc.send_signal(signal.SIGKILL)  # staged, not yet committed
     proc.wait()
     assert sorted(p.name for p in (repo / "tiny_onnx").iterdir() if p.is_dir()) == ["1"]
     assert_loadable(repo)

@@ -22,6 +22,34 @@ from export.errors import ArchitectureError
 
 TIMM_PREFIX = "timm/"
 TORCHVISION_PREFIX = "torchvision/"
+# Keyword arguments a data file (checkpoint metadata, sidecar, manifest) may pass to a registry factory: plain
+# hyper-parameters of torchvision's and timm's classifiers. Factory arguments that fetch or read files (weights,
+# pretrained, pretrained_cfg_overlay, checkpoint_path, cache_dir, ...) or take callables are flag-only.
+FILE_ARCH_KWARGS = frozenset(
+    {
+        "num_classes",
+        "dropout",
+        "attention_dropout",
+        "aux_logits",
+        "transform_input",
+        "init_weights",
+        "stochastic_depth_prob",
+        "width_mult",
+        "zero_init_residual",
+        "groups",
+        "width_per_group",
+        "image_size",
+        "in_chans",
+        "global_pool",
+        "drop_rate",
+        "drop_path_rate",
+        "attn_drop_rate",
+        "proj_drop_rate",
+        "img_size",
+        "class_token",
+    }
+)
+_PLAIN = (str, int, float, bool, type(None))
 
 
 @cache
@@ -68,6 +96,42 @@ def canonical_arch(name: str) -> str:
     if model not in torchvision_models():
         raise _unknown(name, list(torchvision_models()) + [TIMM_PREFIX + m for m in timm_models()])
     return model
+
+
+def check_data_arch(arch: Any, arch_kwargs: Any, *, file: str, field: str = "arch", trust: bool = False) -> None:
+    """Refuse what a data file may not ask for: an import path (`pkg.module:Factory`) or arch_kwargs other than
+    plain JSON values of FILE_ARCH_KWARGS. Nothing is imported here. `trust` (--trust-checkpoint) lifts both."""
+    kwargs_field = f"{field.rpartition('arch')[0]}arch_kwargs"
+    if not isinstance(arch, str):
+        raise ArchitectureError(
+            f"{file}: field {field!r} must be a string naming an architecture, not {type(arch).__name__}",
+            hint="fix the file, or pass --arch NAME",
+        )
+    if trust:
+        return
+    if ":" in arch:
+        raise ArchitectureError(
+            f"{file}: field {field!r} names the import path {arch!r}; files may name only registry architectures "
+            "(torchvision names or timm/NAME), never code to import",
+            hint=f"if you trust that code, pass --arch {arch} on the command line",
+            details={"refused": field, "file": file},
+        )
+    if arch_kwargs is None:
+        return
+    if not isinstance(arch_kwargs, dict):
+        raise ArchitectureError(
+            f"{file}: field {kwargs_field!r} must be a JSON object, not {type(arch_kwargs).__name__}",
+            hint="fix the file, or pass --arch-kwargs JSON",
+        )
+    for key, value in arch_kwargs.items():
+        plain = isinstance(value, _PLAIN) or (isinstance(value, list) and all(isinstance(v, _PLAIN) for v in value))
+        if key not in FILE_ARCH_KWARGS or not plain:
+            why = "is not a plain JSON value" if key in FILE_ARCH_KWARGS else "is not a plain hyper-parameter"
+            raise ArchitectureError(
+                f"{file}: field {kwargs_field!r} entry {key!r} {why} a file may pass to a registry factory",
+                hint=f"if you mean it, pass --arch {arch} --arch-kwargs JSON on the command line",
+                details={"refused": f"{kwargs_field}.{key}", "file": file},
+            )
 
 
 def _unknown(name: str, choices: list[str]) -> ArchitectureError:

@@ -37,8 +37,11 @@ class KeyMap:
     regex: list[tuple[str, str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        for pattern, _ in self.regex:
-            re.compile(pattern)
+        for pattern, replace in self.regex:
+            try:
+                re.compile(pattern).sub(replace, "")  # compiles the replacement too: bad group references fail here
+            except (re.error, IndexError) as exc:
+                raise re.error(f"regex rule {pattern!r} -> {replace!r}: {exc}") from None
 
 
 def load_key_map(path: Path) -> KeyMap:

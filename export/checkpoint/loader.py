@@ -22,6 +22,7 @@ from export.checkpoint.keymap import (
 from export.checkpoint.matching import compare_keys, describe_problems, group_keys
 from export.checkpoint.reading import (
     RawCheckpoint,
+    check_file,
     checkpoint_metadata,
     describe_container,
     read_checkpoint,
@@ -31,6 +32,8 @@ from export.checkpoint.reading import (
 from export.checkpoint.report import LoadReport
 from export.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
 from export.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
+from export.iospec import IOSpec
+from export.labels import clean_labels
 from export.manifest import sha256_file
 
 
@@ -46,6 +49,7 @@ class LoadOptions:
     allow_missing: tuple[str, ...] = ()  # fnmatch globs
     allow_unexpected: tuple[str, ...] = ()
     trust_checkpoint: bool = False
+    expected_sha256: str | None = None  # refuse a file with another sha256 before reading anything from it
 
     def __post_init__(self) -> None:
         self.checkpoint = Path(self.checkpoint)
@@ -85,10 +89,17 @@ def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | N
 def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int], None] | None) -> LoadedModel:
     path = options.checkpoint
     key_map = load_key_map(options.key_map) if options.key_map else KeyMap()
+    check_file(path)
+    report.sha256 = sha256_file(path)
+    if options.expected_sha256 and report.sha256 != options.expected_sha256:
+        raise CheckpointError(
+            f"{path}: checkpoint differs from the one exported (sha256 {report.sha256[:12]}, "
+            f"manifest {options.expected_sha256[:12]})",
+            hint="pass the original with --checkpoint, or use --against golden",
+        )
     raw = read_checkpoint(path, trust=options.trust_checkpoint)
     report.format = raw.format
     report.size_bytes = path.stat().st_size
-    report.sha256 = sha256_file(path)
     report.container = describe_container(raw.content)
     selection = select_state_dict(raw.content, options.state_key)
     state_dict = selection.state_dict
@@ -111,7 +122,27 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     metadata = {**sidecar_meta, **checkpoint_meta}
     for key in ("arch", "arch_kwargs"):
         metadata.pop(key, None)
+    _check_metadata(metadata, report, path)
     return LoadedModel(model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report)
+
+
+def _check_metadata(metadata: dict[str, Any], report: LoadReport, path: Path) -> None:
+    """Refuse metadata later steps cannot use (an unreadable 'io'), and make labels one line each."""
+    if metadata.get("io") is not None:
+        try:
+            IOSpec.from_dict(metadata["io"])
+        except ModelshipError as exc:
+            raise CheckpointError(f"{path}: metadata field 'io' is invalid: {exc}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(
+                f"{path}: metadata field 'io' is not an I/O spec ({type(exc).__name__}: {exc})",
+                hint="see 'Metadata' in docs/checkpoints.md, or describe the inputs with --input",
+            ) from None
+    if metadata.get("labels") is not None:
+        metadata["labels"], changed = clean_labels(metadata["labels"], f"{path}: metadata field 'labels'")
+        if changed:
+            shown = ", ".join(map(str, changed[:8])) + (", ..." if len(changed) > 8 else "")
+            report.notes.append(f"labels {shown}: line breaks replaced by spaces (labels.txt has one line per class)")
 
 
 def _tensor_stats(state_dict: dict[str, torch.Tensor], report: LoadReport) -> None:
@@ -164,6 +195,7 @@ def _choose_arch(
         shapes=shapes,
         checkpoint_name=str(options.checkpoint),
         progress=progress,
+        trust=options.trust_checkpoint,
     )
 
 

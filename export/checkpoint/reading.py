@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import zipfile
 from collections.abc import Mapping
@@ -65,17 +66,49 @@ def is_safetensors(path: Path) -> bool:
     return len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < path.stat().st_size
 
 
-def read_checkpoint(path: Path, *, trust: bool = False) -> RawCheckpoint:
-    """Read a checkpoint file without executing anything it contains (unless `trust`)."""
+def check_file(path: Path) -> None:
+    """CheckpointError unless `path` is a readable, non-empty file."""
     if not path.exists():
         raise CheckpointError(f"{path}: no such file", hint="check the checkpoint path")
     if not path.is_file():
         raise CheckpointError(f"{path}: not a file", hint="pass the checkpoint file itself, not a folder")
+    if not os.access(path, os.R_OK):
+        raise CheckpointError(f"{path}: permission denied", hint="make the file readable (chmod +r) or copy it")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path}: the file is empty", hint="the save was interrupted; copy or save it again")
+
+
+def read_checkpoint(path: Path, *, trust: bool = False) -> RawCheckpoint:
+    """Read a checkpoint file without executing anything it contains (unless `trust`)."""
+    check_file(path)
     if path.suffix == ".safetensors" or is_safetensors(path):
         return _read_safetensors(path)
+    kind = _sniff(path)
+    if kind is not None:
+        raise CheckpointError(
+            f"{path}: not a PyTorch checkpoint ({kind})",
+            hint="pass the file written by torch.save(...) or safetensors, e.g. the .pt/.pth/.ckpt/.safetensors file",
+        )
     return _read_torch(path, trust)
+
+
+def _sniff(path: Path) -> str | None:
+    """What a file that torch.save cannot have written looks like (None when it may be a torch file).
+
+    torch.save writes a zip archive (torch >= 1.6) or a pickle stream starting with the PROTO opcode (legacy)."""
+    with path.open("rb") as handle:
+        head = handle.read(512)
+    if head[:4] == b"PK\x03\x04" or head[:1] == b"\x80":  # a (maybe truncated) zip archive, or a pickle
+        return None
+    text = head.lstrip()
+    if text[:1] in (b"{", b"["):
+        return "it holds JSON text; a <checkpoint>.json sidecar goes beside the checkpoint, it is not one"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of the block read
+            return "unrecognised binary data: neither a zip archive nor a pickle stream"
+    return "it holds text"
 
 
 def _read_safetensors(path: Path) -> RawCheckpoint:
@@ -98,8 +131,11 @@ def _read_torch(path: Path, trust: bool) -> RawCheckpoint:
     except pickle.UnpicklingError as exc:
         if "Weights only load failed" not in str(exc):
             raise _unreadable(path, exc) from exc
+        unsafe = _unsafe_globals(path)
+        if not unsafe:  # refused for its bytes, not for code it names: a damaged or foreign pickle
+            raise _unreadable(path, exc) from None
         if not trust:
-            raise _unsafe(path) from None
+            raise _unsafe(path, unsafe) from None
         return _read_trusted(path)
     except (RuntimeError, EOFError, KeyError, ValueError, OSError) as exc:
         raise _unreadable(path, exc) from exc
@@ -115,12 +151,16 @@ def _unreadable(path: Path, exc: BaseException) -> CheckpointError:
     )
 
 
-def _unsafe(path: Path) -> CheckpointError:
+def _unsafe_globals(path: Path) -> list[str]:
+    """The code-carrying globals a pickle names (those beyond DATA_ONLY_GLOBALS); [] for a damaged stream."""
     try:
         found = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except (RuntimeError, ValueError):
-        found = []
-    unsafe = [name for name in found if name not in {_qualname(g) for g in DATA_ONLY_GLOBALS}]
+    except Exception:  # pickletools raises ValueError, RuntimeError, EOFError, ... on bytes that are not a pickle
+        return []
+    return [name for name in found if name not in {_qualname(g) for g in DATA_ONLY_GLOBALS}]
+
+
+def _unsafe(path: Path, unsafe: list[str]) -> CheckpointError:
     shown = ", ".join(unsafe[:4]) + (f" and {len(unsafe) - 4} more" if len(unsafe) > 4 else "")
     module = any(name.startswith("torch.nn.modules") for name in unsafe) or any(
         name.split(".")[-1][:1].isupper() and ".models." in name for name in unsafe

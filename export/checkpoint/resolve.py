@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from export.checkpoint.arch import TIMM_PREFIX, canonical_arch, timm_models
+from export.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, timm_models
 from export.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
 from export.checkpoint.reading import sidecar_path
 from export.errors import ArchitectureError, ModelshipError
@@ -47,19 +47,27 @@ def resolve_arch(
     shapes: Shapes,
     checkpoint_name: str,
     progress: Callable[[int, int], None] | None = None,
+    trust: bool = False,
 ) -> ArchChoice:
-    """Resolve in order: flag, checkpoint metadata (incl. timm train args), sidecar, fingerprint."""
+    """Resolve in order: flag, checkpoint metadata (incl. timm train args), sidecar, fingerprint.
+
+    Only the flag may name an import path (`package.module:Factory`): from the checkpoint or its sidecar, an
+    import path or arch_kwargs outside the registry factories' plain parameters are refused (`check_data_arch`)
+    unless `trust` (--trust-checkpoint), so reading a file never imports or calls code it names.
+    """
     if flag:
         return ArchChoice(canonical_arch(flag), dict(flag_kwargs or {}), "flag", "--arch")
     notes: list[str] = []
+    sidecar = str(sidecar_path(Path(checkpoint_name)))
     sources = [
-        ("checkpoint", checkpoint_meta, "'arch' stored in the checkpoint"),
-        ("checkpoint", timm_args or {}, "timm train.py args stored in the checkpoint"),
-        ("sidecar", sidecar_meta, f"sidecar {sidecar_path(Path(checkpoint_name)).name}"),
+        ("checkpoint", checkpoint_meta, "'arch' stored in the checkpoint", checkpoint_name),
+        ("checkpoint", timm_args or {}, "timm train.py args stored in the checkpoint", checkpoint_name),
+        ("sidecar", sidecar_meta, f"sidecar {Path(sidecar).name}", sidecar),
     ]
-    for source, meta, detail in sources:
-        if not isinstance(meta.get("arch"), str):
+    for source, meta, detail, file in sources:
+        if meta.get("arch") is None:
             continue
+        check_data_arch(meta.get("arch"), meta.get("arch_kwargs"), file=file, trust=trust)
         try:
             arch = canonical_arch(meta["arch"])
         except ModelshipError as exc:

@@ -112,13 +112,17 @@ def export_command(**kwargs: Any) -> None:
     """
     from export.checkpoint import load_model
     from export.io_resolve import parse_axes
+    from export.names import check_name
     from export.pipeline import ExportSpec, Steps, refuse_existing, run_export
 
     as_json = kwargs.pop("as_json")
     console = make_console(stderr=True)
     options = load_options_from(kwargs)
+    name = kwargs["name"]
+    if name is None:
+        name = check_name(Path(options.checkpoint).stem, "export name (the checkpoint's file stem)", UsageError)
     spec = ExportSpec(
-        out_dir=Path(kwargs["out"]) / (kwargs["name"] or Path(options.checkpoint).stem),
+        out_dir=Path(kwargs["out"]) / check_name(name, "--name", UsageError),
         formats=tuple(f for f, on in (("torchscript", kwargs["torchscript"]), ("onnx", kwargs["onnx_"])) if on),
         fp16=kwargs["fp16"],
         fp16_io=kwargs["fp16_io"],

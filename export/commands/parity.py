@@ -9,7 +9,9 @@ files go through the training preprocessing (torch) into eager PyTorch, and thro
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ import click
 
 from export.cli import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from export.errors import ParityError, UsageError
-from export.manifest import Artifact, Manifest
+from export.manifest import MANIFEST_NAME, Artifact, Manifest
 from export.parity.pipelines import IMAGES
 
 REPORT_NAME = "parity.json"
@@ -37,6 +39,13 @@ REPORT_NAME = "parity.json"
     "--checkpoint",
     type=click.Path(path_type=Path, dir_okay=False),
     help="Checkpoint to rebuild, if it moved since export (its sha256 must match the manifest's).",
+)
+@click.option(
+    "--arch",
+    metavar="NAME",
+    help="Architecture to rebuild the checkpoint with. Needed when the manifest names an import path "
+    "(package.module:Factory): a file may name only registry architectures, code to import comes from the command "
+    "line. Default: the manifest's.",
 )
 @click.option(
     "--artifact",
@@ -134,24 +143,26 @@ def parity_command(**kwargs: Any) -> None:
       modelship parity exports/resnet50 --served localhost:8001 --protocol grpc
     """
     as_json = kwargs.pop("as_json")
+    if kwargs["images"] and kwargs["against"] == "golden":
+        raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
     folder: Path = kwargs["export_dir"]
     manifest = Manifest.read(folder)
     artifacts = _select(manifest, kwargs["artifacts"])
     overrides = _overrides(kwargs)
     console = make_console(stderr=True)
     serving = _serving_spec(manifest, kwargs) if kwargs["images"] else None
+    with console.status("checking artifact files against the manifest"):
+        changed = {a.name: reason for a in artifacts if (reason := _changed_since_export(folder, a))}
     with console.status("preparing reference"):
         reference, sets, labels, images = _reference(manifest, folder, kwargs, serving)
     reports = []
-    for artifact, runner in _candidates(manifest, folder, artifacts, kwargs):
-        with console.status(f"checking {runner.name}"):
-            changed = _changed_since_export(folder / artifact.file, artifact)
+    for artifact in artifacts:
+        if artifact.name in changed:
+            reports.append(_unchecked(reference, artifact.name, changed[artifact.name]))
+            continue
+        with _runner(folder, artifact, kwargs) as runner, console.status(f"checking {runner.name}"):
             candidate = _serving(runner, serving, artifact.io)
-            reports.append(
-                _unchecked(reference, runner, changed)
-                if changed
-                else _compare(reference, candidate, sets, labels, artifact.precision, overrides)
-            )
+            reports.append(_compare(reference, candidate, sets, labels, artifact.precision, overrides))
     if kwargs["served"]:
         runner = _serving(_served_runner(manifest, kwargs), serving, manifest.io)
         with console.status(f"checking {runner.name}"):
@@ -185,10 +196,11 @@ def parity_command(**kwargs: Any) -> None:
             if report.candidate in diagnoses:
                 click.echo(f"  => {diagnoses[report.candidate]}")
     if not passed:
-        failed = [r.candidate for r in reports if not r.passed]
-        why = f" - {next(iter(diagnoses.values()))}" if diagnoses else ""
+        failed = [r for r in reports if not r.passed]
+        why = next(iter(diagnoses.values()), None) or next(r.failures() or [r.error] for r in failed)[0]
         raise ParityError(
-            f"{len(failed)} of {len(reports)} failed parity against {reference.name}: {', '.join(failed)}{why}",
+            f"{len(failed)} of {len(reports)} failed parity against {reference.name}: "
+            f"{', '.join(r.candidate for r in failed)} - {why}",
             hint=f"details in {report_path}",
             details={k: v for k, v in payload.items() if k != "ok"},
         )
@@ -226,14 +238,12 @@ def _reference(
     from export.parity import GoldenRunner, TorchRunner, input_sets, load_golden
 
     if kwargs["against"] == "golden":
-        if kwargs["images"]:
-            raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
         if not manifest.golden:
             raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
         inputs, outputs = load_golden(folder / manifest.golden)
         labels = [f"golden set {i}" for i in range(len(inputs))]
         return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, {}
-    loaded, checkpoint = _rebuild(manifest, folder, kwargs["checkpoint"])
+    loaded, checkpoint = _rebuild(manifest, folder, kwargs["checkpoint"], kwargs["arch"])
     eager: Any = TorchRunner(loaded.model, manifest.io, name="eager")
     sets = input_sets(manifest.io, kwargs["batch_sizes"], seed=kwargs["seed"])
     labels = [f"batch {b}" for b in kwargs["batch_sizes"]]
@@ -243,9 +253,9 @@ def _reference(
         from preprocess import image_files
 
         image = pipelines.image_input(manifest.io)
+        files = image_files(kwargs["images"])
         transform = pipelines.training_transform(loaded.model, loaded.arch, loaded.metadata, str(checkpoint))
         eager = pipelines.training_pipeline(eager, transform, image.name)
-        files = image_files(kwargs["images"])
         difference = pipelines.preprocessing_difference(
             eager.preprocess, pipelines.serving_preprocess(serving[0], image.dtype), files
         )
@@ -259,20 +269,23 @@ def _reference(
     return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, images
 
 
-def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None) -> tuple[Any, Path]:
-    """The LoadedModel rebuilt from the manifest's source, and the checkpoint path it came from."""
+def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: str | None) -> tuple[Any, Path]:
+    """The LoadedModel rebuilt from the manifest's source (its sha256 checked before anything is read from it),
+    and the checkpoint path it came from. The manifest is a data file: its arch may only name a registry model."""
     from export.checkpoint import LoadOptions, load_model
+    from export.checkpoint.arch import check_data_arch
 
     source = manifest.source
+    if arch is None:
+        check_data_arch(source.arch, source.arch_kwargs, file=str(folder / MANIFEST_NAME), field="source.arch")
     path = checkpoint or _checkpoint_path(source.checkpoint, folder)
-    loaded = load_model(LoadOptions(checkpoint=path, arch=source.arch, arch_kwargs=dict(source.arch_kwargs or {})))
-    if source.sha256 and loaded.checkpoint_sha256 != source.sha256:
-        raise ParityError(
-            f"{path}: checkpoint differs from the one exported (sha256 {loaded.checkpoint_sha256[:12]}, "
-            f"manifest {source.sha256[:12]})",
-            hint="pass the original with --checkpoint, or use --against golden",
-        )
-    return loaded, path
+    options = LoadOptions(
+        checkpoint=path,
+        arch=arch or source.arch,
+        arch_kwargs=dict(source.arch_kwargs or {}),
+        expected_sha256=source.sha256 or None,
+    )
+    return load_model(options), path
 
 
 def _checkpoint_path(recorded: str, folder: Path) -> Path:
@@ -310,10 +323,13 @@ def _serving(runner: Any, serving: tuple[Any, str] | None, io: Any) -> Any:
     return serving_pipeline(runner, serving[0], image_input(io), source=serving[1])
 
 
-def _changed_since_export(path: Path, artifact: Artifact) -> str | None:
-    """Why `path` is not the file the export verified (its sha256 differs from the manifest's), or None."""
+def _changed_since_export(folder: Path, artifact: Artifact) -> str | None:
+    """Why the artifact's file is not the one the export verified (missing, or its sha256 differs), or None."""
     from export.manifest import sha256_file
 
+    path = folder / artifact.file
+    if not path.is_file():
+        return f"{path.name} is missing (artifact {artifact.name!r} listed in the manifest; re-export)"
     actual = sha256_file(path)
     if not artifact.sha256 or actual == artifact.sha256:
         return None
@@ -342,27 +358,26 @@ def _preprocessing_diagnosis(report: Any, image_labels: set[str], images: dict[s
     )
 
 
-def _unchecked(reference: Any, runner: Any, reason: str) -> Any:
+def _unchecked(reference: Any, name: str, reason: str) -> Any:
     from export.parity import ParityReport
 
-    return ParityReport(reference.name, runner.name, [], [], passed=False, seconds=0.0, error=reason)
+    return ParityReport(reference.name, name, [], [], passed=False, seconds=0.0, error=reason)
 
 
-def _candidates(manifest: Manifest, folder: Path, artifacts: list[Artifact], kwargs: dict[str, Any]):
+@contextlib.contextmanager
+def _runner(folder: Path, artifact: Artifact, kwargs: dict[str, Any]) -> Iterator[Any]:
+    """The runner of one (sha256-verified) artifact, closed afterwards."""
     from export.parity import OnnxRuntimeRunner, TorchRunner
 
-    for artifact in artifacts:
-        path = folder / artifact.file
-        if not path.is_file():
-            raise ParityError(f"{path}: artifact {artifact.name!r} listed in the manifest is missing")
-        if artifact.format == "onnx":
-            runner = OnnxRuntimeRunner(path, artifact.io, name=artifact.name, isolated=kwargs["isolate"])
-            try:
-                yield artifact, runner
-            finally:
-                runner.close()
-        else:
-            yield artifact, TorchRunner(_load_torchscript(path), artifact.io, name=artifact.name)
+    path = folder / artifact.file
+    if artifact.format != "onnx":
+        yield TorchRunner(_load_torchscript(path), artifact.io, name=artifact.name)
+        return
+    runner = OnnxRuntimeRunner(path, artifact.io, name=artifact.name, isolated=kwargs["isolate"])
+    try:
+        yield runner
+    finally:
+        runner.close()
 
 
 def _load_torchscript(path: Path) -> Any:

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -46,8 +47,8 @@ def load_golden(path: Path) -> tuple[list[Tensors], list[Tensors]]:
                 sets[kind].setdefault(int(index), {})[name] = data[key]
     except FileNotFoundError:
         raise ParityError(f"{path}: golden file not found", hint="re-run export-model to write it") from None
-    except (OSError, ValueError, KeyError) as exc:
-        raise ParityError(f"{path}: unreadable golden file ({exc})") from None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+        raise ParityError(f"{path}: unreadable golden file ({exc})", hint="re-run export-model to write it") from None
     count = len(sets["inputs"])
     if sorted(sets["inputs"]) != list(range(count)) or sorted(sets["outputs"]) != list(range(count)):
         raise ParityError(f"{path}: golden file has unmatched input/output sets")

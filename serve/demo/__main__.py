@@ -16,7 +16,7 @@ import numpy as np
 from export.errors import ModelshipError
 from serve.client import TritonClient
 from serve.commands.infer import classify
-from serve.demo.train import LABELS, save_checkpoint, train, write_samples
+from serve.demo.train import ARCH, LABELS, save_checkpoint, train, write_samples
 from serve.server import TritonServer, production_command
 
 ARTIFACTS = ("onnx", "onnx_fp16", "torchscript", "torchscript_fp16")
@@ -74,8 +74,19 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
         click.echo(f"{len(samples)} held-out digits written to {training / 'samples'}")
 
     with step("2. export TorchScript + ONNX, fp32 + fp16, each verified against eager PyTorch", timings):
-        run_cli("export-model", checkpoint, "--torchscript", "--onnx", "--fp16", "--out", export_dir.parent, "--force")
-        run_cli("modelship", "parity", export_dir, "--images", training / "samples")
+        run_cli(
+            "export-model",
+            checkpoint,
+            "--arch",
+            ARCH,
+            "--torchscript",
+            "--onnx",
+            "--fp16",
+            "--out",
+            export_dir.parent,
+            "--force",
+        )
+        run_cli("modelship", "parity", export_dir, "--arch", ARCH, "--images", training / "samples")
 
     with step("3. publish to the Triton model repository", timings):
         run_cli("modelship", "publish", export_dir, "--repo", repo)
@@ -99,6 +110,8 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
                 "modelship",
                 "parity",
                 export_dir,
+                "--arch",
+                ARCH,
                 "--artifact",
                 "onnx",
                 "--served",
@@ -110,6 +123,8 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
                 "modelship",
                 "parity",
                 export_dir,
+                "--arch",
+                ARCH,
                 "--artifact",
                 "onnx_fp16",
                 "--served",

@@ -90,14 +90,16 @@ def train(epochs: int = 6, seed: int = 0, batch_size: int = 32, lr: float = 3e-3
 
 
 def save_checkpoint(trained: Trained, path: Path) -> Path:
-    """{state_dict, optimizer, epoch} plus the metadata export-model reads: arch, io, preprocess, labels."""
+    """{state_dict, optimizer, epoch} plus the metadata export-model reads: arch_kwargs, io, preprocess, labels.
+
+    The architecture is not stored: it is project code (`ARCH`), and only the command line may name code to
+    import (`export-model --arch serve.demo.model:DigitsNet`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(
         {
             "state_dict": trained.model.state_dict(),
             "optimizer": trained.optimizer.state_dict(),
             "epoch": trained.epochs,
-            "arch": ARCH,
             "arch_kwargs": {"num_classes": len(LABELS)},
             "io": {"inputs": [{"name": "image", "shape": ["batch", 3, IMAGE_SIZE, IMAGE_SIZE], "dtype": "float32"}]},
             "preprocess": SPEC.to_dict(),

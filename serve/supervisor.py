@@ -1,0 +1,96 @@
+"""Keep a local Triton server serving: restart it when it dies, reload a model whose backend stub died.
+
+Two faults seen with Triton 2.51 (docs/serving.md has the measurements):
+- a request can abort tritonserver itself (a JSON-encoded tensor declaring a huge shape: std::bad_alloc in the
+  HTTP frontend). The supervisor restarts it on the same ports, with back-off between attempts;
+- a Python-backend stub that dies is never restarted by Triton, and its model keeps answering READY while every
+  request fails. The supervisor notices the stub is gone and reloads that model (unload, so /ready answers false,
+  then load, which starts a new stub) through the repository API; without that API it restarts the server.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from export.errors import ServeError
+from serve.server import TritonServer
+
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again
+POLL_S = 0.5
+
+
+@dataclass
+class Supervisor:
+    """Watches `server` from `run(stop)` until `stop` is set; `log` gets one line per event."""
+
+    server: TritonServer
+    log: Callable[[str], None]
+    backoff_s: tuple[float, ...] = BACKOFF_S
+    restarts: int = 0
+    reloads: int = 0
+    events: list[dict] = field(default_factory=list)
+    _stubs: dict[int, str] = field(default_factory=dict)
+    _failures: int = 0
+    _up_since: float = field(default_factory=time.monotonic)
+
+    def run(self, stop: threading.Event) -> None:
+        self._stubs = self.server.stub_models()
+        while not stop.wait(POLL_S):
+            if not self.server.running:
+                self._restart(stop, f"tritonserver exited ({self._exit_reason()})")
+                continue
+            stubs = self.server.stub_models()
+            dead = sorted({model for pid, model in self._stubs.items() if pid not in stubs})
+            self._stubs = stubs
+            if dead:
+                self._recover(stop, dead)
+
+    def _exit_reason(self) -> str:
+        code = self.server.process.poll() if self.server.process is not None else None
+        text = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        tail = [line for line in self.server.log_tail(20).splitlines() if line.strip()]
+        return f"{text}; last log line: {tail[-1].strip()[:200]}" if tail else text
+
+    def _recover(self, stop: threading.Event, models: list[str]) -> None:
+        if not self.server.repository_api:
+            self._restart(stop, f"the backend stub of {', '.join(models)} died")
+            return
+        for model in models:
+            began = time.perf_counter()
+            try:
+                self.server.reload(model)
+            except ServeError as exc:
+                self._restart(stop, f"reloading {model} after its backend stub died failed: {exc.message}")
+                return
+            seconds = time.perf_counter() - began
+            self.reloads += 1
+            self._event("reload", f"the backend stub of {model} died; reloaded it in {seconds:.1f} s", seconds)
+        self._stubs = self.server.stub_models()
+
+    def _restart(self, stop: threading.Event, why: str) -> None:
+        if time.monotonic() - self._up_since > STABLE_S:
+            self._failures = 0
+        delay = self.backoff_s[min(self._failures, len(self.backoff_s) - 1)]
+        self._failures += 1
+        self.log(f"{why}; restarting in {delay:.0f} s (restart {self.restarts + 1})")
+        if stop.wait(delay):
+            return
+        began = time.perf_counter()
+        try:
+            self.server.restart()
+        except ServeError as exc:
+            self.log(f"restart failed: {exc.message}")
+            return
+        seconds = time.perf_counter() - began
+        self.restarts += 1
+        self._up_since = time.monotonic()
+        self._stubs = self.server.stub_models()
+        self._event("restart", f"tritonserver ready again in {seconds:.1f} s on the same ports", seconds)
+
+    def _event(self, kind: str, message: str, seconds: float) -> None:
+        self.events.append({"event": kind, "seconds": round(seconds, 2), "message": message})
+        self.log(message)

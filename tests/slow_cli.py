@@ -1,0 +1,39 @@
+"""The modelship CLI with slowed file steps, so tests can kill or race a publisher at chosen points.
+
+    python tests/slow_cli.py publish EXPORT --repo REPO      # same arguments as `modelship`
+
+SLOW_COPY_S: seconds to wait after each artifact is staged (copied and verified), holding the lock.
+SLOW_RENAME_S: seconds to wait before each rename into the repository (kills land between two of them).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+def main() -> None:
+    import serve.publish
+    import serve.repository
+
+    copy_delay = float(os.environ.get("SLOW_COPY_S", "0"))
+    rename_delay = float(os.environ.get("SLOW_RENAME_S", "0"))
+    copy, apply = serve.publish._copy_verified, serve.repository._apply
+
+    def slow_copy(*args: object) -> None:
+        copy(*args)
+        time.sleep(copy_delay)
+
+    def slow_apply(change: object) -> None:
+        time.sleep(rename_delay)
+        apply(change)
+
+    serve.publish._copy_verified = slow_copy
+    serve.repository._apply = slow_apply
+    from export.cli import main as cli
+
+    cli()
+
+
+if __name__ == "__main__":
+    main()
