@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,3 +90,44 @@ def test_serve_fails_clearly_when_the_port_is_taken(repo: Path) -> None:
     payload = json.loads(clash.stdout)
     assert clash.returncode == 1 and payload["ok"] is False
     assert payload["error"].startswith(f"http port {port} on 127.0.0.1 is already in use")
+
+
+@pytest.fixture
+def mixed_repo(tmp_path: Path) -> Path:
+    """A good model beside a garbage model.onnx, an unparsable config.pbtxt and a stray empty numeric folder."""
+    repo = tmp_path / "repo"
+    publish_export(write_export(tmp_path / "tiny"), repo, artifacts=["onnx"])
+    shutil.copytree(repo / "tiny_onnx", repo / "garbage")
+    (repo / "garbage" / "1" / "model.onnx").write_bytes(b"not an onnx file")
+    config = (repo / "tiny_onnx" / "config.pbtxt").read_text().replace('"tiny_onnx"', '"garbage"')
+    (repo / "garbage" / "config.pbtxt").write_text(config)
+    (repo / "unparsable").mkdir()
+    (repo / "unparsable" / "config.pbtxt").write_text("input { this is not")
+    (repo / "7").mkdir()
+    return repo
+
+
+def test_broken_models_do_not_take_the_good_one_down(mixed_repo: Path) -> None:
+    proc, ready = start(mixed_repo)
+    try:
+        assert [m["name"] for m in ready["models"]] == ["tiny_onnx"]
+        failed = {m["name"]: m["reason"] for m in ready["failed"]}
+        assert sorted(failed) == ["7", "garbage", "unparsable"]
+        assert "INVALID_PROTOBUF" in failed["garbage"] or "protobuf" in failed["garbage"].lower()
+        assert "config.pbtxt" in failed["unparsable"]
+        with TritonClient(ready["http"]) as client:
+            assert client.model("tiny_onnx").name == "tiny_onnx"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_strict_fails_when_any_model_fails(mixed_repo: Path) -> None:
+    ports = [str(free_port()) for _ in range(3)]
+    done = subprocess.run(
+        [*SERVE, str(mixed_repo), "--strict", "--http-port", ports[0], "--grpc-port", ports[1],
+         "--metrics-port", ports[2]],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    payload = json.loads(done.stdout)
+    assert done.returncode == 1 and payload["ok"] is False and "tritonserver exited" in payload["error"]

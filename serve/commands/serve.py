@@ -180,7 +180,7 @@ def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored:
 def _log_reason(server: TritonServer, name: str) -> str:
     """Why Triton could not even poll a model folder (the index has no reason for those): its log line."""
     lines = [line for line in server.log_tail(400).splitlines() if f"'{name}'" in line]
-    return lines[-1].split("] ", 1)[-1].strip() if lines else "not loadable (see the server log)"
+    return lines[-1].split("] ", 1)[-1].strip().strip('"') if lines else "not loadable (see the server log)"
 
 
 def _print_summary(summary: dict) -> None:
