@@ -183,7 +183,7 @@ def test_float_io_switches_only_float_tensors():
 def test_export_spec_validates(tmp_path, kwargs, match):
     with pytest.raises(UsageError, match=match):
         ExportSpec(out_dir=tmp_path / "m", **kwargs)
-    with pytest.raises(UsageError, match="not a valid model name"):
+    with pytest.raises(UsageError, match="not a safe folder name"):
         ExportSpec(out_dir=tmp_path / "my model")
 
 

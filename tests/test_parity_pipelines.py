@@ -19,7 +19,7 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
-from export.checkpoint import write_sidecar
+from export.checkpoint import sidecar_path
 from export.cli import main
 from export.errors import UsageError
 from export.iospec import IOSpec, TensorSpec
@@ -185,14 +185,16 @@ def test_timm_training_transform_matches_the_exported_spec(images: Path) -> None
 
 # -- the command, on a real export -------------------------------------------------------------------------------
 
+TINY = "tests.checkpoint_factory:make_tinynet"
+
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory, tinynet: torch.nn.Module) -> Path:
     root = tmp_path_factory.mktemp("e2e")
     checkpoint = root / "tiny.pt"
     torch.save(tinynet.state_dict(), checkpoint)
-    write_sidecar(checkpoint, "tests.checkpoint_factory:make_tinynet", {}, preprocess=SPEC.to_dict())
-    args = ["export", str(checkpoint), "--onnx", "--exporter", "legacy", "--input", "x:batch,3,64,64"]
+    sidecar_path(checkpoint).write_text(json.dumps({"preprocess": SPEC.to_dict()}))  # the code comes from --arch
+    args = ["export", str(checkpoint), "--arch", TINY, "--onnx", "--exporter", "legacy", "--input", "x:batch,3,64,64"]
     args += ["--out", str(root / "exports"), "--json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
@@ -200,7 +202,7 @@ def export_dir(tmp_path_factory, tinynet: torch.nn.Module) -> Path:
 
 
 def _parity(*args: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(main, ["parity", *args, "--batch-sizes", "1,2", "--json"])
+    result = CliRunner().invoke(main, ["parity", *args, "--arch", TINY, "--batch-sizes", "1,2", "--json"])
     return result.exit_code, json.loads(result.stdout)
 
 
