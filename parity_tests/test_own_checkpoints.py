@@ -21,6 +21,8 @@ def test_own_checkpoint(own_checkpoint: OwnCheckpoint, photos: Path, parity, tmp
     images = entry.images if entry.images is not None else bool(exported.get("preprocess"))
     folder = photos if images is True else images
     parity_args = ["--batch-sizes", "1,4", *entry.parity_args, *(["--images", str(folder)] if images else [])]
+    if ":" in exported["source"]["arch"]:  # project code named by export_args: parity needs it named again
+        parity_args += ["--arch", exported["source"]["arch"]]
     code, payload = parity(f"own-{entry.name}", Path(exported["folder"]), *parity_args)
     assert code == 0, payload.get("error")
     sizes = {1, 4} | ({len(PHOTOS)} if images is True else set())

@@ -19,6 +19,8 @@ def test_zoo_entry(zoo_entry: ZooEntry, zoo_exports: Exports, photos: Path, pari
     assert sorted(artifacts) == sorted(zoo_entry.formats().split(", "))
     assert exported["source"]["arch"] == zoo_entry.arch
     args = ["--batch-sizes", "1,4"]
+    if ":" in zoo_entry.arch:  # project code: the manifest may not name it, the command line does
+        args += ["--arch", zoo_entry.arch]
     if zoo_entry.images:
         args += ["--images", str(photos)]
     code, payload = parity(zoo_entry.name, folder, *args)

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from export.checkpoint import write_sidecar
+from export.checkpoint import sidecar_path, write_sidecar
 from export.realistic import make_realistic
 from preprocess import PreprocessSpec
 from tests.checkpoint_factory import prefixed, save_form
@@ -114,7 +114,7 @@ ZOO: tuple[ZooEntry, ...] = (
         _custom("MultiHead"),
         "parity_tests.zoo_models:MultiHead",
         "training",
-        "sidecar",
+        "flag",  # project code: named on the command line, never in a file
         (*ONNX_TS, "--input", "x:batch,3,96,96"),
         sidecar={"preprocess": MULTIHEAD_PREPROCESS.to_dict()},
     ),
@@ -178,8 +178,10 @@ def build_checkpoint(entry: ZooEntry, folder: Path, photos: list[Path]) -> Path:
         )
     else:
         save_form(path, state_dict, entry.form, **meta)
-    if entry.arch_via == "sidecar" or entry.sidecar:
+    if entry.arch_via == "sidecar":
         write_sidecar(path, entry.arch, entry.arch_kwargs, **entry.sidecar)
+    elif entry.sidecar:
+        sidecar_path(path).write_text(_json(entry.sidecar))
     return path
 
 
