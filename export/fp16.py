@@ -10,12 +10,16 @@ fp32, and records which were kept and why.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import linecache
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import onnx
+import torch
 from torch import nn
 
 from export.errors import ExportError
+from export.iospec import IOSpec
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
 _NORMALISATION = ("LayerNormalization", "Softmax", "ReduceMean", "GroupNormalization", "InstanceNormalization")
@@ -60,3 +64,67 @@ def present_ops(proto: onnx.ModelProto, op_types: Sequence[str]) -> list[str]:
 def half_module(model: nn.Module) -> nn.Module:
     """A float16 copy of an eager module (the original stays float32: it is the parity reference)."""
     return copy.deepcopy(model).half().eval()
+
+
+def half_with_float_io(model: nn.Module, io: IOSpec, example: tuple[torch.Tensor, ...]) -> nn.Module:
+    """A float16 copy of `model` that takes and returns float32 like the fp32 model, casting inside forward (so
+    clients and Triton's classification extension see FP32, as with fp16 ONNX). Scriptable: the wrapper's source
+    is generated for this model's inputs and output structure, and it returns the outputs as one tensor or a flat
+    tuple in `flatten_outputs` order (what Triton's LibTorch backend maps to OUTPUT__0, OUTPUT__1, ...)."""
+    inner = half_module(model)
+    with torch.inference_mode():
+        result = inner(*(t.half() if t.is_floating_point() else t for t in example))
+    paths = _tensor_paths(result, "out")
+    if len(paths) != len(io.outputs):
+        raise ExportError(f"the fp16 model returned {len(paths)} tensors, the I/O spec names {len(io.outputs)}")
+    parts = [_cast(path, spec.dtype.startswith("float")) for path, spec in zip(paths, io.outputs, strict=True)]
+    if isinstance(result, torch.Tensor):
+        returns, body = "torch.Tensor", parts[0]
+    else:
+        returns, body = f"tuple[{', '.join(['torch.Tensor'] * len(parts))}]", f"({', '.join(parts)},)"
+    params = [spec.name if spec.name.isidentifier() else f"input_{i}" for i, spec in enumerate(io.inputs)]
+    args = ", ".join(f"{param}: torch.Tensor" for param in params)
+    calls = ", ".join(
+        _cast(param, spec.dtype.startswith("float"), "half") for param, spec in zip(params, io.inputs, strict=True)
+    )
+    source = (
+        "class FloatIOHalf(torch.nn.Module):\n"
+        "    def __init__(self, inner: torch.nn.Module) -> None:\n"
+        "        super().__init__()\n"
+        "        self.inner = inner\n\n"
+        f"    def forward(self, {args}) -> {returns}:\n"
+        f"        out = self.inner({calls})\n"
+        f"        return {body}\n"
+    )
+    return _define(source, "FloatIOHalf")(inner).eval()
+
+
+def _tensor_paths(value: Any, expression: str) -> list[str]:
+    """TorchScript expressions reaching every tensor of a returned structure, in `flatten_outputs` order."""
+    if isinstance(value, torch.Tensor):
+        return [expression]
+    if isinstance(value, Mapping):
+        items = [(f"{expression}[{key!r}]", item) for key, item in value.items()]
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        items = [(f"{expression}.{name}", item) for name, item in zip(value._fields, value, strict=True)]
+    elif isinstance(value, (tuple, list)):
+        items = [(f"{expression}[{i}]", item) for i, item in enumerate(value)]
+    else:
+        raise ExportError(
+            f"fp16 TorchScript with float32 I/O cannot wrap a model returning {type(value).__name__}",
+            hint="pass --fp16-io to export fp16 variants that take and return float16",
+        )
+    return [path for sub, item in items for path in _tensor_paths(item, sub)]
+
+
+def _cast(expression: str, floating: bool, to: str = "float") -> str:
+    return f"{expression}.{to}()" if floating else expression
+
+
+def _define(source: str, name: str) -> type:
+    """Execute generated class source so that `torch.jit.script` can read it back (inspect goes via linecache)."""
+    filename = f"<modelship-generated-{abs(hash(source)):x}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict = {"torch": torch, "__name__": "modelship_generated"}
+    exec(compile(source, filename, "exec"), namespace)  # our own generated source, never user input
+    return namespace[name]

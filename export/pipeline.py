@@ -25,7 +25,7 @@ from torch import nn
 
 from export import __version__
 from export.errors import ExportError, ParityError, UsageError
-from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, present_ops
+from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, half_with_float_io, present_ops
 from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from export.iospec import BATCH, IOSpec, TensorSpec
 from export.labels import default_labels
@@ -333,7 +333,8 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
     if "torchscript" in spec.formats:
         for precision in precisions:
             name = "torchscript" if precision == "fp32" else "torchscript_fp16"
-            art_io = io if precision == "fp32" else float_io(io, "float16", inputs=True, outputs=True)
+            half_io = precision == "fp16" and spec.fp16_io
+            art_io = float_io(io, "float16", inputs=half_io, outputs=half_io)
             report, details = _torchscript(build, name, art_io)
             record(name, "torchscript", precision, art_io, report, details)
     if "onnx" in spec.formats:
@@ -360,12 +361,16 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
 
 
 def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
+    """TorchScript of the model; the fp16 variant takes and returns float32 (casts inside) unless --fp16-io."""
     half = name.endswith("fp16")
-    module = half_module(build.model) if half else build.model
-    details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script"}
+    half_io = half and build.spec.fp16_io
+    module = build.model
+    if half:
+        module = half_module(build.model) if half_io else half_with_float_io(build.model, build.io, build.example)
+    details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script", "fp16_io": half_io}
     with build.steps(f"{details['method']} {name}", name):
         if build.spec.trace:
-            args = tuple(t.half() if half and t.is_floating_point() else t for t in build.example)
+            args = tuple(t.half() if half_io and t.is_floating_point() else t for t in build.example)
             scripted, notes = trace_module(module, args)
             details["tracer_warnings"] = notes
         else:

@@ -82,7 +82,7 @@ def publish_export(
     name: str | None = None,
     artifacts: list[str] | None = None,
     version: int | None = None,
-    kind: str = "cpu",
+    kind: str = "auto",
     instances: int = 1,
     labels: Path | None = None,
     trt_fp16: bool = False,

@@ -6,12 +6,17 @@ One artifact -> one Triton model. What goes in, and why:
   back to the manifest's names travels in `parameters["modelship.io"]`.
 - Shapes: a model batched along a leading "batch" axis gets `max_batch_size` > 0 and dims without that axis;
   otherwise `max_batch_size: 0` and full dims. Other named (dynamic) axes are -1.
-- `dynamic_batching` (batched models) with a short queue delay, `instance_group` (kind, count),
+- `dynamic_batching` (batched models) with a short queue delay, `instance_group` (count; no kind unless asked, so
+  Triton uses the GPUs it finds, else the CPU),
   `model_warmup` (one batch-1 request per model: random floats, zero integers), `version_policy`.
-- `label_filename` on the first output when labels are given (Triton's classification extension).
+- `format` (FORMAT_NCHW / FORMAT_NHWC) on a single image input, from the preprocessing spec's layout: Triton's
+  image clients read it to lay out pixels.
+- `label_filename` on the first output when labels are given and its type is one Triton's classification
+  extension can rank (not FP16/BF16).
 - `parameters`: `modelship.preprocess` (the preprocessing spec as JSON, so a client can fetch it through the model
   config API), `modelship.io`, `modelship.labels`, `modelship.export` (sha256, parity, source), and backend knobs
-  (`disabled_optimizers` for fp16 ONNX graphs).
+  (`disabled_optimizers` for fp16 ONNX graphs: read only by modelship's local stand-in backend, ignored by
+  Triton's native ONNX Runtime backend).
 - Opt-in TensorRT accelerator for GPU ONNX models (`trt_fp16`).
 """
 
@@ -40,7 +45,10 @@ TRITON_DTYPES = {
     "uint8": "TYPE_UINT8",
     "bool": "TYPE_BOOL",
 }
-KINDS = {"cpu": "KIND_CPU", "gpu": "KIND_GPU"}
+# "auto" writes no kind: Triton then places instances on every GPU it sees, else on the CPU (KIND_AUTO).
+KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
+IMAGE_FORMATS = {"NCHW": "FORMAT_NCHW", "NHWC": "FORMAT_NHWC"}
+CLASSIFIABLE = {"float32", "int64", "int32", "int8", "uint8"}  # what Triton's classification extension can rank
 LABELS_FILE = "labels.txt"
 DEFAULT_MAX_BATCH_SIZE = 16
 DEFAULT_QUEUE_DELAY_US = 100
@@ -58,7 +66,7 @@ PARAM_EXPORT = "modelship.export"
 class ServingOptions:
     """How one model is served; the `modelship publish` flags."""
 
-    kind: str = "cpu"
+    kind: str = "auto"
     instances: int = 1
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
@@ -146,11 +154,16 @@ def build_config(
         config.input.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
     for triton_name, spec in zip(names["outputs"], io.outputs, strict=True):
         config.output.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
-    if labels:
+    image_format = _image_format(io, preprocess)
+    if image_format:
+        config.input[0].format = mc.ModelInput.Format.Value(image_format)
+    if labels and io.outputs[0].dtype in CLASSIFIABLE:
         config.output[0].label_filename = LABELS_FILE
     if batched:
         config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
-    config.instance_group.add(kind=mc.ModelInstanceGroup.Kind.Value(KINDS[options.kind]), count=options.instances)
+    group = config.instance_group.add(count=options.instances)
+    if KINDS[options.kind]:
+        group.kind = mc.ModelInstanceGroup.Kind.Value(KINDS[options.kind])
     if options.keep_versions:
         config.version_policy.latest.num_versions = options.keep_versions
     else:
@@ -172,6 +185,19 @@ def build_config(
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config
+
+
+def _image_format(io: IOSpec, preprocess: dict[str, Any] | None) -> str | None:
+    """FORMAT_NCHW/NHWC for a single float image input laid out as the preprocessing spec says (what Triton's
+    image clients read to lay out pixels); None for anything else."""
+    if not preprocess or len(io.inputs) != 1:
+        return None
+    image = io.inputs[0]
+    layout = preprocess.get("layout", "NCHW")
+    channels = 1 if layout == "NCHW" else 3
+    if not image.dtype.startswith("float") or len(image.shape) != 4 or image.shape[channels] != 3:
+        return None
+    return IMAGE_FORMATS.get(layout)
 
 
 def to_text(config: mc.ModelConfig) -> str:

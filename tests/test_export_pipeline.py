@@ -97,7 +97,10 @@ def test_resnet18_exports_and_verifies(tmp_path):
     assert manifest.io.to_dict()["inputs"] == [{"name": "x", "shape": ["batch", 3, 224, 224], "dtype": "float32"}]
     onnx_fp16 = manifest.artifact("onnx_fp16")
     assert onnx_fp16.io.inputs[0].dtype == "float32" and onnx_fp16.details["kept_fp32_ops"] == []
-    assert manifest.artifact("torchscript_fp16").io.inputs[0].dtype == "float16"
+    ts_fp16 = manifest.artifact("torchscript_fp16")  # float32 I/O like fp16 ONNX: the casts are inside
+    assert ts_fp16.io.inputs[0].dtype == ts_fp16.io.outputs[0].dtype == "float32"
+    scripted = torch.jit.load(str(tmp_path / "resnet18" / ts_fp16.file))
+    assert scripted(torch.randn(2, 3, 224, 224)).dtype == torch.float32
 
 
 @pytest.mark.slow
@@ -109,6 +112,8 @@ def test_mobilenet_v3_small_with_fp16_io(tmp_path):
     assert art.io.inputs[0].dtype == "float16" and art.io.outputs[0].dtype == "float16"
     graph = onnx.load(str(tmp_path / "mnv3" / art.file)).graph
     assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    ts_fp16 = manifest.artifact("torchscript_fp16")  # --fp16-io switches both formats
+    assert ts_fp16.io.inputs[0].dtype == ts_fp16.io.outputs[0].dtype == "float16"
 
 
 @pytest.mark.parametrize("exporter", ["dynamo", "legacy"])

@@ -42,7 +42,12 @@ class ProgressListener:
 @click.option("--torchscript", is_flag=True, help="Export TorchScript (model.pt). Neither format flag: both.")
 @click.option("--onnx", "onnx_", is_flag=True, help="Export ONNX (model.onnx). Neither format flag: both.")
 @click.option("--fp16", is_flag=True, help="Also write an fp16 variant of each format (model.fp16.pt/.onnx).")
-@click.option("--fp16-io", is_flag=True, help="fp16 ONNX takes and returns float16 (default: float32 I/O).")
+@click.option(
+    "--fp16-io",
+    is_flag=True,
+    help="fp16 variants (ONNX and TorchScript) take and return float16. Default: float32 I/O with the casts "
+    "inside the model, so clients and Triton's classification extension see FP32.",
+)
 @click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),

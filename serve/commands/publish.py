@@ -31,7 +31,11 @@ from serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, 
 )
 @click.option("--version", type=int, default=None, help="Explicit version number (must be free). Default: latest + 1.")
 @click.option(
-    "--kind", type=click.Choice(list(KINDS)), default="cpu", show_default=True, help="Instance kind (instance_group)."
+    "--kind",
+    type=click.Choice(list(KINDS)),
+    default="auto",
+    show_default=True,
+    help="Instance kind: auto writes no kind (Triton uses the GPUs it finds, else the CPU); cpu or gpu fix it.",
 )
 @click.option("--instances", type=int, default=1, show_default=True, help="Model instances per device.")
 @click.option(
