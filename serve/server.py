@@ -482,10 +482,16 @@ class TritonServer:
         return code
 
     def _terminate(self) -> int | None:
+        """End the server, then any of its stubs still alive (a stub whose server died lingers for seconds) and
+        the shared-memory regions its stubs used (a killed stub leaves its region behind)."""
+        stubs = self.stub_models()
         try:
             return self._end_process()
         finally:
-            for region in self._shm_regions:  # a killed stub leaves its region behind
+            for pid in stubs:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            for region in self._shm_regions:
                 Path("/dev/shm", region).unlink(missing_ok=True)
             self._shm_regions.clear()
 

@@ -4,17 +4,45 @@ Copied into the server's backend directory as `onnxruntime/model.py` (with model
 inside its Python stub for every model whose platform maps to the `onnxruntime` backend. Self-contained on purpose
 (numpy, onnxruntime and Triton's `triton_python_backend_utils` only): it works in any Triton image that has them.
 
+At load it checks the config against the graph with the native backend's rules and messages (input count, names,
+data types, dims with the implicit batch dimension), so a config the native backend refuses fails here too, at
+load, never at warmup.
+
 Config parameters honoured (named as Triton's native ONNX Runtime backend names them where it has one):
   intra_op_thread_count   threads per instance (default: CPU cores / instance count)
-  disabled_optimizers     comma-separated ORT graph optimizers to skip; the publisher sets "NchwcTransformer"
-                          for fp16 graphs (ORT 1.31 segfaults creating a CPU session for fp16 ViT otherwise)
+  disabled_optimizers     comma-separated ORT graph optimizers to skip. Stand-in only (the native backend has no
+                          such parameter and ignores it): the publisher sets "NchwcTransformer" for fp16 graphs,
+                          since ONNX Runtime 1.31 segfaults creating a CPU session for fp16 ViTs otherwise.
 """
 
 import json
 import os
 
 import onnxruntime as ort
-from modelship_backend import execute, parameter, threads
+import triton_python_backend_utils as pb_utils
+from modelship_backend import ConfigError, check_tensors, execute, parameter, threads
+
+ORT_TYPES = {  # ONNX Runtime type string -> Triton data type
+    "tensor(float)": "TYPE_FP32",
+    "tensor(float16)": "TYPE_FP16",
+    "tensor(bfloat16)": "TYPE_BF16",
+    "tensor(double)": "TYPE_FP64",
+    "tensor(int64)": "TYPE_INT64",
+    "tensor(int32)": "TYPE_INT32",
+    "tensor(int16)": "TYPE_INT16",
+    "tensor(int8)": "TYPE_INT8",
+    "tensor(uint8)": "TYPE_UINT8",
+    "tensor(bool)": "TYPE_BOOL",
+    "tensor(string)": "TYPE_STRING",
+}
+
+
+def model_tensors(args):
+    """{name: (TYPE_xxx, shape with -1 for dynamic dims)} of ONNX Runtime session inputs or outputs."""
+    return {
+        t.name: (ORT_TYPES.get(t.type, t.type), [d if isinstance(d, int) and d >= 0 else -1 for d in t.shape])
+        for t in args
+    }
 
 
 class TritonPythonModel:
@@ -32,8 +60,13 @@ class TritonPythonModel:
             providers = [("CUDAExecutionProvider", {"device_id": device}), "CPUExecutionProvider"]
         disabled = [name.strip() for name in parameter(config, "disabled_optimizers").split(",") if name.strip()]
         self.session = ort.InferenceSession(path, options, providers=providers, disabled_optimizers=disabled)
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.output_names = [o.name for o in self.session.get_outputs()]
+        try:
+            check_tensors(config, "input", model_tensors(self.session.get_inputs()), exact=False)
+            check_tensors(config, "output", model_tensors(self.session.get_outputs()), exact=True)
+        except ConfigError as exc:
+            raise pb_utils.TritonModelException(str(exc)) from None
+        self.input_names = [i["name"] for i in config["input"]]
+        self.output_names = [o["name"] for o in config["output"]]
         self.batched = int(config.get("max_batch_size", 0)) > 0
 
     def run(self, feed):
