@@ -9,6 +9,7 @@ from in `metadata_props`.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -68,7 +69,7 @@ def export_onnx(
         system = _system_cause(exc)
         if system is not None:  # the disk, not the exporter: another exporter would not help
             raise system from exc
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        first = _first_cause(str(exc))
         raise ExportError(
             f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first}",
             hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
@@ -87,6 +88,16 @@ def export_onnx(
     }
 
 
+def _first_cause(text: str) -> str:
+    """The line that says what went wrong: the dynamo exporter's "Exception summary" entry, else the first line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if "## Exception summary" in lines:
+        summary = lines[lines.index("## Exception summary") + 1 :]
+        if summary:
+            return re.sub(r"\x1b\[[0-9;]*m", "", summary[0])[:400]
+    return re.sub(r"\x1b\[[0-9;]*m", "", lines[0]) if lines else ""
+
+
 def _system_cause(exc: BaseException) -> OSError | None:
     """The OSError (disk full, read-only, permissions) behind an exporter failure, if one is in its chain."""
     seen: set[int] = set()
@@ -99,16 +110,14 @@ def _system_cause(exc: BaseException) -> OSError | None:
     return None
 
 
-def dynamic_shapes(io: IOSpec) -> dict[str, dict[int, Any]]:
-    """torch.export `dynamic_shapes` keyed by forward argument name: one shared `Dim` per axis name."""
+def dynamic_shapes(io: IOSpec) -> tuple[dict[int, Any], ...]:
+    """torch.export `dynamic_shapes` in forward-argument order (input names given with --input need not be the
+    argument names): one shared `Dim` per axis name."""
     dims: dict[str, Any] = {}
-    spec: dict[str, dict[int, Any]] = {}
-    for tensor in io.inputs:
-        axes = {}
-        for index, name in tensor.dynamic_axes.items():
-            axes[index] = dims.setdefault(name, torch.export.Dim(name, min=1))
-        spec[tensor.name] = axes
-    return spec
+    return tuple(
+        {index: dims.setdefault(name, torch.export.Dim(name, min=1)) for index, name in tensor.dynamic_axes.items()}
+        for tensor in io.inputs
+    )
 
 
 def dynamic_axes(io: IOSpec) -> dict[str, dict[int, str]]:

@@ -24,10 +24,16 @@ class RuntimeTarget:
 
     triton: str  # server version, e.g. "2.51.0"
     container: str  # NGC container tag, e.g. "24.10"
-    onnxruntime: str
+    onnxruntime: str  # the ONNX Runtime its onnxruntime backend embeds (the compatibility test installs it)
     onnx: str  # the ONNX release that ONNX Runtime implements
     max_opset: int
     max_ir_version: int
+    libtorch: str  # the PyTorch its LibTorch backend is built on (`make compat` installs it)
+
+    @property
+    def image(self) -> str:
+        """The stock container serving this release (the command `modelship serve` prints)."""
+        return f"nvcr.io/nvidia/tritonserver:{self.container}-py3"
 
 
 # Triton release -> ONNX Runtime -> ONNX release -> highest default-domain opset and IR version it loads.
@@ -35,11 +41,13 @@ class RuntimeTarget:
 TARGETS: dict[str, RuntimeTarget] = {
     t.triton: t
     for t in (
-        RuntimeTarget("2.50.0", "24.09", "1.19.2", "1.16", 21, 10),
-        RuntimeTarget("2.51.0", "24.10", "1.19.2", "1.16", 21, 10),
+        RuntimeTarget("2.50.0", "24.09", "1.19.2", "1.16", 21, 10, "2.5.0"),
+        RuntimeTarget("2.51.0", "24.10", "1.19.2", "1.16", 21, 10, "2.5.0"),
     )
 }
-DEFAULT_TRITON = "2.51.0"  # the release nvidia-pytriton 0.7.0 bundles and the project publishes for
+# THE Triton target: the release nvidia-pytriton 0.7.0 bundles and the project publishes for. It drives the opset
+# cap of exports, the ONNX Runtime and PyTorch versions of the compatibility tests, and the printed container.
+DEFAULT_TRITON = "2.51.0"
 
 
 def runtime_target(triton: str = DEFAULT_TRITON) -> RuntimeTarget:

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from export.errors import ServeError
+from export.opsets import runtime_target
 
-TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:24.10-py3"  # the container release that ships Triton 2.51
 BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
 SHARED_BACKEND_FILES = ("modelship_backend.py",)
@@ -214,7 +214,7 @@ def production_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001,
     repo = Path(repo).resolve()
     return (
         f"docker run --rm --gpus=all -p{http_port}:8000 -p{grpc_port}:8001 -p{metrics_port}:8002 "
-        f"-v {repo}:/models {TRITON_IMAGE} tritonserver --model-repository=/models"
+        f"-v {repo}:/models {runtime_target().image} tritonserver --model-repository=/models"
     )
 
 
