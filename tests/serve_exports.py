@@ -16,7 +16,7 @@ import onnx
 import torch
 from torch import nn
 
-from export.fp16 import convert_onnx_fp16
+from export.fp16 import convert_onnx_fp16, half_with_float_io
 from export.iospec import IOSpec, TensorSpec
 from export.manifest import Artifact, Manifest, Source
 
@@ -93,8 +93,9 @@ def _script(model: nn.Module, path: Path) -> None:
 def write_export(
     folder: Path, name: str = "tiny", *, fp16_io: bool = True, two_heads: bool = False, seed: int = 0
 ) -> Path:
-    """An export folder as export-model writes it. Artifacts: onnx, onnx_fp16 (fp16 I/O or, with `fp16_io=False`,
-    fp32 I/O around an fp16 graph), torchscript, and torchscript_fp16 when `fp16_io`. `two_heads`: TorchScript only."""
+    """An export folder as export-model writes it. Artifacts: onnx, onnx_fp16, torchscript, torchscript_fp16; the
+    fp16 ones take and return float16 (`--fp16-io`), or with `fp16_io=False` float32 around an fp16 model.
+    `two_heads`: TorchScript only."""
     folder.mkdir(parents=True, exist_ok=True)
     model = tiny_model(TwoHeads if two_heads else TinyNet, seed)
     outputs = (("logits", CLASSES), ("features", 8)) if two_heads else (("logits", CLASSES),)
@@ -109,9 +110,10 @@ def write_export(
         ]
     _script(model, folder / "model.pt")
     artifacts.append(("torchscript", "torchscript", "fp32", "model.pt", io32))
-    if fp16_io:
-        _script(tiny_model(TwoHeads if two_heads else TinyNet, seed).half(), folder / "model.fp16.pt")
-        artifacts.append(("torchscript_fp16", "torchscript", "fp16", "model.fp16.pt", io16))
+    example = (torch.randn(2, 3, SIZE, SIZE),)
+    half = model.half() if fp16_io else half_with_float_io(model, io32, example)
+    _script(half, folder / "model.fp16.pt")
+    artifacts.append(("torchscript_fp16", "torchscript", "fp16", "model.fp16.pt", io16 if fp16_io else io32))
     Manifest(
         name=name,
         source=Source(checkpoint="tiny.pt", sha256="0" * 64, arch="tests.serve_exports:TinyNet"),
