@@ -37,7 +37,9 @@ def repo(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("stock")
     repo = root / "repo"
     publish_export(write_export(root / "tiny"), repo)
-    publish_export(write_export(root / "tiny32", "tiny32", fp16_io=False), repo, artifacts=["onnx_fp16"])
+    publish_export(
+        write_export(root / "tiny32", "tiny32", fp16_io=False), repo, artifacts=["onnx_fp16", "torchscript_fp16"]
+    )
     torch.manual_seed(0)
     model = make_realistic(torchvision.models.resnet18(num_classes=10), torch.randn(4, 3, 64, 64))
     ckpt = root / "r18.pt"
