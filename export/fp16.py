@@ -10,6 +10,7 @@ fp32, and records which were kept and why.
 from __future__ import annotations
 
 import copy
+import inspect
 import linecache
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,18 +33,28 @@ FP16_ATTEMPTS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def convert_onnx_fp16(
-    proto: onnx.ModelProto, *, keep_io_types: bool = True, op_block_list: Sequence[str] = ()
+    proto: onnx.ModelProto,
+    *,
+    keep_io_types: bool = True,
+    op_block_list: Sequence[str] = (),
+    node_block_list: Sequence[str] = (),
 ) -> onnx.ModelProto:
-    """A float16 copy of `proto` (float32 I/O kept when `keep_io_types`); `op_block_list` ops stay float32, on top
-    of ONNX Runtime's default block list (ops without fp16 kernels)."""
+    """A float16 copy of `proto` (float32 I/O kept when `keep_io_types`); `op_block_list` ops and the nodes named
+    in `node_block_list` stay float32, on top of ONNX Runtime's default block list (ops without fp16 kernels)."""
     from onnxruntime.transformers import float16
     from onnxruntime.transformers.onnx_model import OnnxModel
 
-    blocked = sorted({*float16.DEFAULT_OP_BLOCK_LIST, *op_block_list})
+    blocked = sorted({*unsupported_ops(), *op_block_list})
+    source = copy.deepcopy(proto)
+    del source.graph.value_info[:]  # stale intermediate types make the converter write mismatching casts
     try:
         converted = float16.convert_float_to_float16(
-            copy.deepcopy(proto), keep_io_types=keep_io_types, op_block_list=blocked
+            source,
+            keep_io_types=keep_io_types,
+            op_block_list=blocked,
+            node_block_list=list(node_block_list) or None,
         )
+        _drop_round_trips(converted)
         model = OnnxModel(converted)
         model.topological_sort()
     except Exception as exc:  # the converter asserts and raises ValueError/KeyError on graphs it cannot handle
@@ -55,23 +66,140 @@ def convert_onnx_fp16(
     return model.model
 
 
+def _drop_round_trips(proto: onnx.ModelProto) -> None:
+    """Remove the float32 -> float16 -> float32 Cast pairs the converter writes between two nodes kept in fp32:
+    the value would pass through float16 (and overflow) exactly where it was kept out of it."""
+    graph = proto.graph
+    outputs = {o.name for o in graph.output}
+    inferred = onnx.shape_inference.infer_shapes(proto).graph
+    types = {v.name: v.type.tensor_type.elem_type for v in (*inferred.value_info, *inferred.input, *inferred.output)}
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+
+    def cast_to(node: onnx.NodeProto) -> int | None:
+        return next((a.i for a in node.attribute if a.name == "to"), None) if node.op_type == "Cast" else None
+
+    removed: set[int] = set()
+    for node in graph.node:
+        if cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs:
+            continue
+        back = consumers.get(node.output[0], [])
+        if not back or any(cast_to(b) != onnx.TensorProto.FLOAT for b in back):
+            continue
+        if types.get(node.input[0]) != onnx.TensorProto.FLOAT:
+            continue
+        for cast in back:
+            for user in consumers.get(cast.output[0], []):
+                user.input[:] = [node.input[0] if i == cast.output[0] else i for i in user.input]
+            removed.add(id(cast))
+        removed.add(id(node))
+    kept = [n for n in graph.node if id(n) not in removed]
+    del graph.node[:]
+    graph.node.extend(kept)
+
+
+def unsupported_ops() -> tuple[str, ...]:
+    """Op types ONNX Runtime's converter always leaves in fp32 (no fp16 kernels): its DEFAULT_OP_BLOCK_LIST."""
+    from onnxruntime.transformers import float16
+
+    return tuple(float16.DEFAULT_OP_BLOCK_LIST)
+
+
 def present_ops(proto: onnx.ModelProto, op_types: Sequence[str]) -> list[str]:
     """The op types of `op_types` that occur in the graph (what a block list actually kept in fp32)."""
     used = {node.op_type for node in proto.graph.node}
     return sorted(used & set(op_types))
 
 
-def half_module(model: nn.Module) -> nn.Module:
-    """A float16 copy of an eager module (the original stays float32: it is the parity reference)."""
-    return copy.deepcopy(model).half().eval()
+def half_module(model: nn.Module, keep: Sequence[str] = ()) -> nn.Module:
+    """A float16 copy of an eager module (the original stays float32: it is the parity reference); the submodules
+    named in `keep` stay float32, wrapped so they take and return float16 like their neighbours."""
+    half = copy.deepcopy(model).half().eval()
+    for name in keep:
+        parent, _, leaf = name.rpartition(".")
+        inner = half.get_submodule(name).float()
+        setattr(half.get_submodule(parent), leaf, _float_island(inner, name))
+    return half
 
 
-def half_with_float_io(model: nn.Module, io: IOSpec, example: tuple[torch.Tensor, ...]) -> nn.Module:
+def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]], rounds: int = 8) -> list[dict]:
+    """The submodules to keep in fp32 so the model stays finite in real float16 arithmetic (torch computes half on
+    the CPU for real): run the half model, find the innermost module whose output turns inf/NaN while its inputs
+    are finite, keep it, repeat. [{"module", "reason"}]; the top-level module is never kept (nothing to split)."""
+    kept: list[dict] = []
+    for _ in range(rounds):
+        culprit = _first_non_finite(half_module(model, [k["module"] for k in kept]), batches)
+        if not culprit:
+            break
+        kept.append({"module": culprit, "reason": "its float16 output is inf/NaN while its inputs are finite"})
+    return kept
+
+
+def _first_non_finite(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]]) -> str | None:
+    """The first module (children finish before parents: the innermost) whose outputs are not finite while its
+    tensor inputs are."""
+    names = {id(m): n for n, m in model.named_modules() if n}
+    found: list[str] = []
+
+    def hook(module: nn.Module, inputs: tuple, output: Any) -> None:
+        if not found and id(module) in names and not _finite(output) and _finite(inputs):
+            found.append(names[id(module)])
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        with torch.inference_mode():
+            for batch in batches:
+                model(*(t.half() if t.is_floating_point() else t for t in batch))
+                if found:
+                    return found[0]
+    finally:
+        for handle in handles:
+            handle.remove()
+    return None
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return not value.is_floating_point() or bool(torch.isfinite(value).all())
+    if isinstance(value, Mapping):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def _float_island(inner: nn.Module, name: str) -> nn.Module:
+    """`inner` (float32) behind casts: float16 tensors in, float32 inside, float16 out. Scriptable."""
+    params = [
+        p.name
+        for p in inspect.signature(inner.forward).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    ]
+    if not params:
+        raise ExportError(f"cannot keep module {name!r} in fp32: its forward takes no tensor arguments")
+    args = ", ".join(f"{p}: torch.Tensor" for p in params)
+    calls = ", ".join(f"{p}.float()" for p in params)
+    source = (
+        "class Float32Island(torch.nn.Module):\n"
+        "    def __init__(self, inner: torch.nn.Module) -> None:\n"
+        "        super().__init__()\n"
+        "        self.inner = inner\n\n"
+        f"    def forward(self, {args}) -> torch.Tensor:\n"
+        f"        return self.inner({calls}).half()\n"
+    )
+    return _define(source, "Float32Island")(inner)
+
+
+def half_with_float_io(
+    model: nn.Module, io: IOSpec, example: tuple[torch.Tensor, ...], keep: Sequence[str] = ()
+) -> nn.Module:
     """A float16 copy of `model` that takes and returns float32 like the fp32 model, casting inside forward (so
     clients and Triton's classification extension see FP32, as with fp16 ONNX). Scriptable: the wrapper's source
     is generated for this model's inputs and output structure, and it returns the outputs as one tensor or a flat
     tuple in `flatten_outputs` order (what Triton's LibTorch backend maps to OUTPUT__0, OUTPUT__1, ...)."""
-    inner = half_module(model)
+    inner = half_module(model, keep)
     with torch.inference_mode():
         result = inner(*(t.half() if t.is_floating_point() else t for t in example))
     paths = _tensor_paths(result, "out")

@@ -25,7 +25,16 @@ from torch import nn
 
 from export import __version__
 from export.errors import ExportError, ParityError, UsageError
-from export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, half_module, half_with_float_io, present_ops
+from export.fp16 import (
+    FP16_ATTEMPTS,
+    convert_onnx_fp16,
+    fp16_keep_modules,
+    half_module,
+    half_with_float_io,
+    present_ops,
+    unsupported_ops,
+)
+from export.fp16_ranges import emulate_fp16, intermediate_ranges, name_nodes, out_of_range_nodes
 from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from export.iospec import BATCH, IOSpec, TensorSpec
 from export.labels import default_labels
@@ -365,9 +374,18 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
     half = name.endswith("fp16")
     half_io = half and build.spec.fp16_io
     module = build.model
-    if half:
-        module = half_module(build.model) if half_io else half_with_float_io(build.model, build.io, build.example)
     details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script", "fp16_io": half_io}
+    if half:
+        with build.steps("measure fp16 ranges", name):
+            batches = [tuple(torch.from_numpy(s[t.name]) for t in build.io.inputs) for s in build.verification.inputs]
+            kept = fp16_keep_modules(build.model, batches)
+        keep = [k["module"] for k in kept]
+        details["kept_fp32_modules"] = kept
+        module = (
+            half_module(build.model, keep)
+            if half_io
+            else half_with_float_io(build.model, build.io, build.example, keep)
+        )
     with build.steps(f"{details['method']} {name}", name):
         if build.spec.trace:
             args = tuple(t.half() if half_io and t.is_floating_point() else t for t in build.example)
@@ -380,10 +398,15 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
 
 
 def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
-    """Convert the fp32 ONNX file; if parity fails, retry keeping more sensitive ops in fp32 (FP16_ATTEMPTS)."""
+    """Convert the fp32 ONNX file keeping in fp32 the nodes whose measured ranges leave float16's; verify it twice:
+    as ONNX Runtime runs it here, and as fp16 really computes (export.fp16_ranges.emulate_fp16), which a CPU run
+    cannot show. If parity fails, retry keeping more sensitive ops in fp32 (FP16_ATTEMPTS)."""
     name = "onnx_fp16"
-    path = build.path(name)
+    path, emulated = build.path(name), build.staging / "fp16-emulated.onnx"
     fp32 = onnx.load(str(build.path("onnx")))
+    name_nodes(fp32)
+    with build.steps("measure fp16 ranges", name):
+        kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, build.verification.inputs))
     attempts: list[dict[str, Any]] = []
     kept: list[str] = []
     report: ParityReport | None = None
@@ -392,23 +415,46 @@ def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]
         if attempts and present == kept:
             continue  # this block list keeps no op the previous attempt converted: same graph
         kept = present
-        with build.steps(f"convert {name}" + (f" (fp32: {', '.join(kept)})" if kept else ""), name):
-            proto = convert_onnx_fp16(fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block)
+        nodes = [k.node for k in kept_nodes]
+        label = ", ".join([*kept, *(f"{len(nodes)} out-of-range nodes" for _ in nodes[:1])])
+        with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
+            proto = convert_onnx_fp16(
+                fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
+            )
             cap_versions(proto, build.target)
             set_metadata(proto, build.provenance | {"precision": "fp16"})
             save_model(proto, path, external=False)
             check_model(path)
+            save_model(emulate_fp16(fp32, nodes, {*block, *unsupported_ops()}), emulated, external=False)
         # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
         runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
         try:
-            report = build.verify(name, runner, "fp16")
+            cpu = build.verify(name, runner, "fp16")
         finally:
             runner.close()
-        attempts.append({"kept_fp32": kept, "reason": reason, "passed": report.passed, "failures": report.failures()})
+        real = build.verify(name, OnnxRuntimeRunner(emulated, io, name=name), "fp16")
+        report = real if real.passed or not cpu.passed else cpu
+        report.passed = real.passed and cpu.passed
+        attempts.append(
+            {
+                "kept_fp32": kept,
+                "reason": reason,
+                "passed": report.passed,
+                "failures": report.failures(),
+                "cpu_run": {"passed": cpu.passed, "failures": cpu.failures()},
+            }
+        )
         if report.passed:
             break
+    emulated.unlink(missing_ok=True)
     assert report is not None
-    details = {"nodes": len(proto.graph.node), "fp16_io": build.spec.fp16_io, "kept_fp32_ops": kept}
+    details = {
+        "nodes": len(proto.graph.node),
+        "fp16_io": build.spec.fp16_io,
+        "kept_fp32_ops": kept,
+        "kept_fp32_nodes": [k.to_dict() for k in kept_nodes],
+        "fp16_verdict": "fp16 rounding emulated at every node boundary, and ONNX Runtime CPU",
+    }
     return report, details | {"fp16_attempts": attempts}
 
 

@@ -17,6 +17,7 @@ from export.manifest import Manifest, Source
 from export.parity import OnnxRuntimeRunner, load_golden
 from export.pipeline import ExportSpec, run_export
 from export.realistic import make_realistic
+from export.torchscript import load_torchscript
 
 SOURCE = Source(checkpoint="in-memory", sha256="0" * 64, arch="test")
 ALL = ("torchscript", "torchscript_fp16", "onnx", "onnx_fp16")
@@ -99,7 +100,7 @@ def test_resnet18_exports_and_verifies(tmp_path):
     assert onnx_fp16.io.inputs[0].dtype == "float32" and onnx_fp16.details["kept_fp32_ops"] == []
     ts_fp16 = manifest.artifact("torchscript_fp16")  # float32 I/O like fp16 ONNX: the casts are inside
     assert ts_fp16.io.inputs[0].dtype == ts_fp16.io.outputs[0].dtype == "float32"
-    scripted = torch.jit.load(str(tmp_path / "resnet18" / ts_fp16.file))
+    scripted = load_torchscript(tmp_path / "resnet18" / ts_fp16.file)
     assert scripted(torch.randn(2, 3, 224, 224)).dtype == torch.float32
 
 

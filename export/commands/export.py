@@ -172,6 +172,8 @@ def export_command(**kwargs: Any) -> None:
         emit_json(payload)
         return
     make_console().print(summary_table(_rows_from_manifest(result.manifest)))
+    for line in kept_fp32_lines(result.manifest):
+        click.echo(line)
     click.echo(f"exported {spec.name} to {result.folder}")
 
 
@@ -236,6 +238,22 @@ def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]
         result = publish_export(folder) if repo is None else publish_export(folder, Path(repo))
     console.print(f"[green]✓[/] published {', '.join(result.names)} to {result.repo}")
     return result.to_dict()
+
+
+def kept_fp32_lines(manifest: Any) -> list[str]:
+    """One line per fp16 artifact that keeps parts in fp32: which modules (and ONNX nodes), and why."""
+    lines = []
+    for art in manifest.artifacts:
+        modules: dict[str, list[str]] = {}
+        for node in art.details.get("kept_fp32_nodes", []):
+            modules.setdefault(node["module"] or "(top level)", []).append(node["op"])
+        for kept in art.details.get("kept_fp32_modules", []):
+            modules.setdefault(kept["module"], [])
+        if modules:
+            shown = "; ".join(f"{m} ({', '.join(ops)})" if ops else m for m, ops in modules.items())
+            why = (art.details.get("kept_fp32_nodes") or art.details.get("kept_fp32_modules"))[0]["reason"]
+            lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown} - e.g. {why}")
+    return lines
 
 
 def _rows_from_manifest(manifest: Any) -> list[tuple[str, int | None, dict[str, Any]]]:
