@@ -64,7 +64,7 @@ def test_json_success(resnet_ckpt):
 
 
 def test_json_failure_mismatch(resnet_ckpt):
-    result = run(resnet_ckpt, "--arch", "resnet18", "--json")
+    result = run(resnet_ckpt, "--arch", "resnet18", "--arch-kwargs", '{"num_classes": 1000}', "--json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert set(data) >= JSON_FIELDS

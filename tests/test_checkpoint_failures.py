@@ -70,10 +70,17 @@ def test_head_stripped_fingerprint_says_how(tmp_path, resnet_sd):
     assert loaded.report.allowed_missing == ["fc.weight", "fc.bias"]
 
 
-def test_ten_classes_into_thousand(tmp_path, resnet_sd):
+def test_the_head_size_is_read_off_the_weights(tmp_path, resnet_sd):
+    path = save_form(tmp_path / "ten.pt", resnet_sd, "bare")
+    loaded = load_model(LoadOptions(path, arch="resnet18"))  # --arch without --arch-kwargs: the head says 10
+    assert loaded.arch_kwargs == {"num_classes": 10}
+    assert "num_classes=10 inferred from the head's weights (fc.weight, fc.bias)" in loaded.report.notes
+
+
+def test_ten_classes_into_an_explicit_thousand(tmp_path, resnet_sd):
     path = save_form(tmp_path / "ten.pt", resnet_sd, "bare")
     with pytest.raises(KeyMappingError, match="shape mismatches") as info:
-        load_model(LoadOptions(path, arch="resnet18"))
+        load_model(LoadOptions(path, arch="resnet18", arch_kwargs={"num_classes": 1000}))
     assert info.value.details["shape_mismatches"][0] == {
         "key": "fc.weight",
         "checkpoint": [10, 512],
@@ -175,7 +182,7 @@ def test_bad_key_map_file(tmp_path):
 def test_failure_details_carry_partial_report(tmp_path, resnet_sd):
     path = save_form(tmp_path / "ten.pt", resnet_sd, "training")
     with pytest.raises(KeyMappingError) as info:
-        load_model(LoadOptions(path, arch="resnet18"))
+        load_model(LoadOptions(path, arch="resnet18", arch_kwargs={"num_classes": 1000}))
     details = info.value.details
     assert details["ok"] is False and details["state_key"] == "state_dict" and details["arch"] == "resnet18"
     assert details["error"] == str(info.value)

@@ -116,7 +116,18 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
 
     use_pickled = raw.trusted_module is not None and not options.arch
     model = raw.trusted_module if use_pickled else build_model(choice.arch, choice.arch_kwargs)
-    aligned = _align(state_dict, model, key_map, options, report, path)
+    try:
+        aligned = _align(state_dict, model, key_map, options, report, path)
+    except KeyMappingError:
+        classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report)
+        if classes is None:
+            raise
+        heads = ", ".join(m["key"] for m in report.shape_mismatches)
+        choice.arch_kwargs = {**choice.arch_kwargs, "num_classes": classes}  # the head's size, read off the weights
+        report.arch_kwargs = choice.arch_kwargs
+        model = build_model(choice.arch, choice.arch_kwargs)
+        aligned = _align(state_dict, model, key_map, options, report, path)
+        report.notes.append(f"num_classes={classes} inferred from the head's weights ({heads})")
     _copy_weights(model, aligned)
     report.ok = True
     metadata = {**sidecar_meta, **checkpoint_meta}
@@ -246,17 +257,24 @@ def _align(
     return aligned
 
 
+def _head_classes(report: LoadReport) -> int | None:
+    """The class count when the only problem is a re-sized head: every mismatch differs in its first dimension
+    alone, all by the same size, and nothing is missing or unexpected. None when that is ambiguous."""
+    mismatches = report.shape_mismatches
+    if report.missing_keys or report.unexpected_keys or not mismatches:
+        return None
+    if not all(m["checkpoint"][1:] == m["model"][1:] and m["checkpoint"][0] != m["model"][0] for m in mismatches):
+        return None
+    classes = {m["checkpoint"][0] for m in mismatches}
+    return classes.pop() if len(classes) == 1 else None
+
+
 def _mismatch_hint(report: LoadReport) -> str:
     if report.suggestions:
         rules = "; ".join(s["toml"].replace("\n", " ") for s in report.suggestions[:3])
         return f"these look renamed; put in a --key-map TOML file: {rules}"
-    mismatches = report.shape_mismatches
-    if (
-        mismatches
-        and all(m["checkpoint"][1:] == m["model"][1:] and m["checkpoint"][0] != m["model"][0] for m in mismatches)
-        and len({m["checkpoint"][0] for m in mismatches}) == 1
-    ):
-        classes = mismatches[0]["checkpoint"][0]
+    classes = _head_classes(report)
+    if classes is not None:
         return f"the head has {classes} outputs: pass --arch-kwargs '{{\"num_classes\": {classes}}}'"
     parts = []
     if report.missing_keys:
