@@ -90,10 +90,8 @@ def _drop_round_trips(proto: onnx.ModelProto) -> None:
             continue
         if types.get(node.input[0]) != onnx.TensorProto.FLOAT:
             continue
-        for cast in back:
-            for user in consumers.get(cast.output[0], []):
-                user.input[:] = [node.input[0] if i == cast.output[0] else i for i in user.input]
-            removed.add(id(cast))
+        for cast in back:  # now a float32 -> float32 Cast: a no-op ONNX Runtime removes
+            cast.input[0] = node.input[0]
         removed.add(id(node))
     kept = [n for n in graph.node if id(n) not in removed]
     del graph.node[:]
@@ -125,49 +123,41 @@ def half_module(model: nn.Module, keep: Sequence[str] = ()) -> nn.Module:
 
 
 def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]], rounds: int = 8) -> list[dict]:
-    """The submodules to keep in fp32 so the model stays finite in real float16 arithmetic (torch computes half on
-    the CPU for real): run the half model, find the innermost module whose output turns inf/NaN while its inputs
-    are finite, keep it, repeat. [{"module", "reason"}]; the top-level module is never kept (nothing to split)."""
+    """The submodules to keep in fp32 so the model computes right in real float16 arithmetic (torch computes half
+    on the CPU for real): while the half model's outputs are not finite or differ from fp32, replay each module in
+    half on the inputs the fp32 model gave it and keep the first whose own computation diverges (overflow,
+    underflow, lost precision). [{"module", "reason"}]."""
+    from export.parity.localize import replay
+
     kept: list[dict] = []
     for _ in range(rounds):
-        culprit = _first_non_finite(half_module(model, [k["module"] for k in kept]), batches)
-        if not culprit:
+        half = half_module(model, [k["module"] for k in kept])
+        bad = next((b for b in batches if _diverges(model, half, b)), None)
+        if bad is None:
             break
-        kept.append({"module": culprit, "reason": "its float16 output is inf/NaN while its inputs are finite"})
+        found = replay(half, model, bad, "fp16", "fp16").first
+        if found is None or found.module in {k["module"] for k in kept}:
+            break
+        why = (
+            found.note or f"its float16 output differs by {found.relative:.3g} of its range (cosine {found.cosine:.4f})"
+        )
+        kept.append({"module": found.module, "reason": why})
     return kept
 
 
-def _first_non_finite(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]]) -> str | None:
-    """The first module (children finish before parents: the innermost) whose outputs are not finite while its
-    tensor inputs are."""
-    names = {id(m): n for n, m in model.named_modules() if n}
-    found: list[str] = []
+def _diverges(model: nn.Module, half: nn.Module, batch: tuple[torch.Tensor, ...]) -> bool:
+    from export.parity.localize import divergence
 
-    def hook(module: nn.Module, inputs: tuple, output: Any) -> None:
-        if not found and id(module) in names and not _finite(output) and _finite(inputs):
-            found.append(names[id(module)])
-
-    handles = [m.register_forward_hook(hook) for m in model.modules()]
-    try:
-        with torch.inference_mode():
-            for batch in batches:
-                model(*(t.half() if t.is_floating_point() else t for t in batch))
-                if found:
-                    return found[0]
-    finally:
-        for handle in handles:
-            handle.remove()
-    return None
+    with torch.inference_mode():
+        reference = _first_output(model(*batch))
+        candidate = _first_output(half(*(t.half() if t.is_floating_point() else t for t in batch)))
+    return divergence("output", reference.float().numpy(), candidate.float().numpy(), "fp16") is not None
 
 
-def _finite(value: Any) -> bool:
-    if isinstance(value, torch.Tensor):
-        return not value.is_floating_point() or bool(torch.isfinite(value).all())
-    if isinstance(value, Mapping):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, (tuple, list)):
-        return all(_finite(v) for v in value)
-    return True
+def _first_output(value: Any) -> torch.Tensor:
+    from export.outputs import flatten_outputs
+
+    return flatten_outputs(value)[0][1]
 
 
 def _float_island(inner: nn.Module, name: str) -> nn.Module:

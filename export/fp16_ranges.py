@@ -66,7 +66,13 @@ def node_module(node: onnx.NodeProto) -> str:
     return parts[-2] if len(parts) >= 2 else ""
 
 
-def _float_tensors(proto: onnx.ModelProto) -> dict[str, int]:
+def nodes_of(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
+    """Names of the nodes that belong to any of `modules` (or to their submodules)."""
+    prefixes = tuple(m + "." for m in modules)
+    return [n.name for n in proto.graph.node if prefixes and (node_module(n) + ".").startswith(prefixes)]
+
+
+def tensor_types(proto: onnx.ModelProto) -> dict[str, int]:
     """Every tensor the graph computes, with its element type (from shape inference)."""
     inferred = onnx.shape_inference.infer_shapes(proto)
     graph = inferred.graph
@@ -77,7 +83,7 @@ def intermediate_ranges(proto: onnx.ModelProto, input_sets: Sequence[dict[str, n
     """{tensor: max |x| over `input_sets`} for every float tensor a node writes (non-finite values ignored)."""
     import onnxruntime as ort
 
-    types = _float_tensors(proto)
+    types = tensor_types(proto)
     exposed = copy.deepcopy(proto)
     present = {o.name for o in exposed.graph.output}
     names = [o for n in exposed.graph.node for o in n.output if types.get(o) == TensorProto.FLOAT]
@@ -124,7 +130,7 @@ def emulate_fp16(proto: onnx.ModelProto, fp32_nodes: Iterable[str], fp32_ops: It
     outputs of every node not in `fp32_nodes` (names) or `fp32_ops` (op types)."""
     model = copy.deepcopy(proto)
     graph = model.graph
-    types = _float_tensors(model)
+    types = tensor_types(model)
     kept_nodes, kept_ops = set(fp32_nodes), set(fp32_ops)
 
     def computed_in_fp16(node: onnx.NodeProto) -> bool:

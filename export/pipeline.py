@@ -34,7 +34,14 @@ from export.fp16 import (
     present_ops,
     unsupported_ops,
 )
-from export.fp16_ranges import emulate_fp16, intermediate_ranges, name_nodes, out_of_range_nodes
+from export.fp16_ranges import (
+    emulate_fp16,
+    intermediate_ranges,
+    name_nodes,
+    node_module,
+    nodes_of,
+    out_of_range_nodes,
+)
 from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from export.iospec import BATCH, IOSpec, TensorSpec
 from export.labels import default_labels
@@ -85,6 +92,7 @@ class ExportSpec:
     formats: tuple[str, ...] = FORMATS
     fp16: bool = False
     fp16_io: bool = False
+    fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
     opset: int | None = None
     exporter: str = "dynamo"
     trace: bool = False
@@ -247,12 +255,21 @@ def run_export(
         )
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:
+            explained = _explain(staging, [a for a in artifacts if a.name in failed], model, io, verification)
             raise ParityError(
                 f"{', '.join(failed)} differ{'s' if len(failed) == 1 else ''} from eager PyTorch beyond tolerance: "
-                + "; ".join(f"{name}: {', '.join(reports[name].failures()[:2])}" for name in failed),
+                + "; ".join(
+                    f"{name}: {', '.join(reports[name].failures()[:2])}"
+                    + (f" - {explained[name].lines()[0]}" if name in explained else "")
+                    for name in failed
+                ),
                 hint="see the parity table; loosen with --atol/--rtol/--fp16-atol/--fp16-rtol only if the "
                 "difference is acceptable",
-                details={"artifacts": {name: r.to_dict() for name, r in reports.items()}, "failed": failed},
+                details={
+                    "artifacts": {name: r.to_dict() for name, r in reports.items()},
+                    "failed": failed,
+                    "explain": {name: e.to_dict() for name, e in explained.items()},
+                },
             )
         save_golden(staging / GOLDEN_NAME, verification.inputs, verification.outputs)
         if sidecar is not None:
@@ -274,6 +291,29 @@ def run_export(
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(manifest, dest, reports, steps.timings)
+
+
+def _explain(
+    folder: Path, failed: list[Artifact], model: nn.Module, io: IOSpec, verification: _Verification
+) -> dict[str, Any]:
+    """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
+    from export.explain import explain_artifact
+
+    explained = {}
+    for artifact in failed:
+        rows = artifact.parity.get("per_batch") or []
+        index = next((i for i, row in enumerate(rows) if not row["passed"]), 0)
+        try:
+            explained[artifact.name] = explain_artifact(folder, artifact, model, io, verification.inputs[index])
+        except Exception as exc:  # localisation is a diagnosis: its own failure must not hide the parity verdict
+            explained[artifact.name] = _not_localised(artifact.name, exc)
+    return explained
+
+
+def _not_localised(name: str, exc: Exception) -> Any:
+    from export.parity.localize import Explanation
+
+    return Explanation(name, None, 0, [f"could not localise: {type(exc).__name__}: {exc}"])
 
 
 def refuse_existing(dest: Path, force: bool) -> None:
@@ -379,8 +419,8 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
         with build.steps("measure fp16 ranges", name):
             batches = [tuple(torch.from_numpy(s[t.name]) for t in build.io.inputs) for s in build.verification.inputs]
             kept = fp16_keep_modules(build.model, batches)
-        keep = [k["module"] for k in kept]
-        details["kept_fp32_modules"] = kept
+        keep = [*build.spec.fp16_keep, *(k["module"] for k in kept)]
+        details["kept_fp32_modules"] = kept + [{"module": m, "reason": "--fp16-keep"} for m in build.spec.fp16_keep]
         module = (
             half_module(build.model, keep)
             if half_io
@@ -398,64 +438,105 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
 
 
 def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
-    """Convert the fp32 ONNX file keeping in fp32 the nodes whose measured ranges leave float16's; verify it twice:
-    as ONNX Runtime runs it here, and as fp16 really computes (export.fp16_ranges.emulate_fp16), which a CPU run
-    cannot show. If parity fails, retry keeping more sensitive ops in fp32 (FP16_ATTEMPTS)."""
+    """Convert the fp32 ONNX file keeping in fp32 the nodes whose measured ranges leave float16's (and the modules
+    of --fp16-keep); verify it twice: as ONNX Runtime runs it here, and as fp16 really computes
+    (export.fp16_ranges.emulate_fp16), which a CPU run cannot show. If parity fails, retry keeping more sensitive
+    ops in fp32 (FP16_ATTEMPTS), then find the fewest modules of the failing region to keep (bisection)."""
     name = "onnx_fp16"
-    path, emulated = build.path(name), build.staging / "fp16-emulated.onnx"
     fp32 = onnx.load(str(build.path("onnx")))
     name_nodes(fp32)
     with build.steps("measure fp16 ranges", name):
         kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, build.verification.inputs))
+    keep_modules = list(build.spec.fp16_keep)
+    nodes = [k.node for k in kept_nodes] + nodes_of(fp32, keep_modules)
     attempts: list[dict[str, Any]] = []
     kept: list[str] = []
     report: ParityReport | None = None
+    block: tuple[str, ...] = ()
     for reason, block in FP16_ATTEMPTS:
         present = present_ops(fp32, block)
         if attempts and present == kept:
             continue  # this block list keeps no op the previous attempt converted: same graph
         kept = present
-        nodes = [k.node for k in kept_nodes]
-        label = ", ".join([*kept, *(f"{len(nodes)} out-of-range nodes" for _ in nodes[:1])])
-        with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
-            proto = convert_onnx_fp16(
-                fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
-            )
-            cap_versions(proto, build.target)
-            set_metadata(proto, build.provenance | {"precision": "fp16"})
-            save_model(proto, path, external=False)
-            check_model(path)
-            save_model(emulate_fp16(fp32, nodes, {*block, *unsupported_ops()}), emulated, external=False)
-        # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
-        runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
-        try:
-            cpu = build.verify(name, runner, "fp16")
-        finally:
-            runner.close()
-        real = build.verify(name, OnnxRuntimeRunner(emulated, io, name=name), "fp16")
-        report = real if real.passed or not cpu.passed else cpu
-        report.passed = real.passed and cpu.passed
-        attempts.append(
-            {
-                "kept_fp32": kept,
-                "reason": reason,
-                "passed": report.passed,
-                "failures": report.failures(),
-                "cpu_run": {"passed": cpu.passed, "failures": cpu.failures()},
-            }
-        )
+        report, cpu = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept))
+        attempts.append({"kept_fp32": kept, "reason": reason, "passed": report.passed, "failures": report.failures()})
+        attempts[-1]["cpu_run"] = {"passed": cpu.passed, "failures": cpu.failures()}
         if report.passed:
             break
-    emulated.unlink(missing_ok=True)
     assert report is not None
+    if not report.passed:
+        with build.steps("bisect fp16 modules", name):
+            found = _bisect_fp16(build, fp32, block, nodes)
+        if found:
+            keep_modules += found
+            nodes += nodes_of(fp32, found)
+            report, _ = _fp16_attempt(build, fp32, io, block, nodes, f"modules {', '.join(found)}")
     details = {
-        "nodes": len(proto.graph.node),
+        "nodes": len(onnx.load(str(build.path(name)), load_external_data=False).graph.node),
         "fp16_io": build.spec.fp16_io,
         "kept_fp32_ops": kept,
         "kept_fp32_nodes": [k.to_dict() for k in kept_nodes],
+        "fp16_keep": keep_modules,
         "fp16_verdict": "fp16 rounding emulated at every node boundary, and ONNX Runtime CPU",
     }
     return report, details | {"fp16_attempts": attempts}
+
+
+def _fp16_attempt(
+    build: _Build, fp32: onnx.ModelProto, io: IOSpec, block: Sequence[str], nodes: list[str], label: str
+) -> tuple[ParityReport, ParityReport]:
+    """Write the fp16 artifact keeping `block` ops and `nodes` in fp32; (the verdict, the CPU run's report). The
+    verdict fails when either the emulated fp16 run or ONNX Runtime's CPU run fails."""
+    name = "onnx_fp16"
+    path = build.path(name)
+    with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
+        proto = convert_onnx_fp16(
+            fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
+        )
+        cap_versions(proto, build.target)
+        set_metadata(proto, build.provenance | {"precision": "fp16"})
+        save_model(proto, path, external=False)
+        check_model(path)
+    # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
+    runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
+    try:
+        cpu = build.verify(name, runner, "fp16")
+    finally:
+        runner.close()
+    real = build.verify(name, _emulated_runner(build, fp32, block, nodes), "fp16")
+    report = cpu if real.passed else real  # the failing one, so its reasons are the ones shown
+    report.passed = real.passed and cpu.passed
+    return report, cpu
+
+
+def _emulated_runner(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
+    """A runner of the fp16 artifact as float16 really computes (fp32 graph rounding at every fp16 boundary)."""
+    path = build.staging / "fp16-emulated.onnx"
+    save_model(emulate_fp16(fp32, nodes, {*block, *unsupported_ops()}), path, external=False)
+    runner = OnnxRuntimeRunner(path, name="onnx_fp16")
+    runner.session  # noqa: B018 - created now, so the file can go
+    path.unlink()
+    return runner
+
+
+def _bisect_fp16(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> list[str]:
+    """The fewest modules, from the first one that diverges onwards, whose nodes kept in fp32 make the emulated
+    fp16 run pass; [] when even all of them do not."""
+    from export.parity.localize import localize_onnx, minimal_keep
+
+    emulated = emulate_fp16(fp32, nodes, {*block, *unsupported_ops()})
+    first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
+    modules = list(dict.fromkeys(m for n in fp32.graph.node if (m := node_module(n))))
+    start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)
+    tolerance = ToleranceConfig.for_precision("fp16", build.spec.tolerances)
+    reference = build.verification
+
+    def passes(chosen: list[str]) -> bool:
+        runner = _emulated_runner(build, fp32, block, nodes + nodes_of(fp32, chosen))
+        return compare_runners(reference.reference, runner, reference.inputs, tolerance).passed
+
+    candidates = modules[start:]
+    return minimal_keep(candidates, passes) if candidates and passes(candidates) else []
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:

@@ -49,6 +49,13 @@ class ProgressListener:
     "inside the model, so clients and Triton's classification extension see FP32.",
 )
 @click.option(
+    "--fp16-keep",
+    multiple=True,
+    metavar="MODULE",
+    help="Keep this module (dotted name, e.g. blocks.3.attn) in fp32 in the fp16 variants; repeatable. "
+    "export-model prints these flags when it had to find such modules itself.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False, path_type=Path),
     default=DEFAULT_OUT,
@@ -131,6 +138,7 @@ def export_command(**kwargs: Any) -> None:
         formats=tuple(f for f, on in (("torchscript", kwargs["torchscript"]), ("onnx", kwargs["onnx_"])) if on),
         fp16=kwargs["fp16"],
         fp16_io=kwargs["fp16_io"],
+        fp16_keep=tuple(kwargs["fp16_keep"]),
         opset=kwargs["opset"],
         exporter=kwargs["exporter"],
         trace=kwargs["trace"],
@@ -249,10 +257,16 @@ def kept_fp32_lines(manifest: Any) -> list[str]:
             modules.setdefault(node["module"] or "(top level)", []).append(node["op"])
         for kept in art.details.get("kept_fp32_modules", []):
             modules.setdefault(kept["module"], [])
+        for module in art.details.get("fp16_keep", []):
+            modules.setdefault(module, [])
         if modules:
-            shown = "; ".join(f"{m} ({', '.join(ops)})" if ops else m for m, ops in modules.items())
-            why = (art.details.get("kept_fp32_nodes") or art.details.get("kept_fp32_modules"))[0]["reason"]
-            lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown} - e.g. {why}")
+            shown = "; ".join(f"{m} ({', '.join(dict.fromkeys(ops))})" if ops else m for m, ops in modules.items())
+            reasons = art.details.get("kept_fp32_nodes") or art.details.get("kept_fp32_modules")
+            why = f" - e.g. {reasons[0]['reason']}" if reasons else ""
+            lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown}{why}")
+        if art.details.get("fp16_keep"):
+            flags = " ".join(f"--fp16-keep {m}" for m in art.details["fp16_keep"])
+            lines.append(f"{art.name}: reproduce with {flags}")
     return lines
 
 

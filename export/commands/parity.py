@@ -121,6 +121,12 @@ REPORT_NAME = "parity.json"
     help="Run ONNX Runtime in a child process, so a native crash is reported instead of killing the run.",
 )
 @click.option(
+    "--explain",
+    is_flag=True,
+    help="For every failing artifact, find the first module whose output differs from eager PyTorch (and for fp16, "
+    "float16 overflow/underflow): needs --against checkpoint.",
+)
+@click.option(
     "--report",
     "report_path",
     type=click.Path(path_type=Path, dir_okay=False),
@@ -145,6 +151,8 @@ def parity_command(**kwargs: Any) -> None:
     as_json = kwargs.pop("as_json")
     if kwargs["images"] and kwargs["against"] == "golden":
         raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
+    if kwargs["explain"] and kwargs["against"] == "golden":
+        raise UsageError("--explain needs --against checkpoint", hint="it compares every module with eager PyTorch")
     folder: Path = kwargs["export_dir"]
     manifest = Manifest.read(folder)
     artifacts = _select(manifest, kwargs["artifacts"])
@@ -154,7 +162,7 @@ def parity_command(**kwargs: Any) -> None:
     with console.status("checking artifact files against the manifest"):
         changed = {a.name: reason for a in artifacts if (reason := _changed_since_export(folder, a))}
     with console.status("preparing reference"):
-        reference, sets, labels, images = _reference(manifest, folder, kwargs, serving)
+        reference, sets, labels, images, model = _reference(manifest, folder, kwargs, serving)
     reports = []
     for artifact in artifacts:
         if artifact.name in changed:
@@ -182,6 +190,11 @@ def parity_command(**kwargs: Any) -> None:
         payload["image_pipelines"] = images
     if diagnoses:
         payload["diagnosis"] = diagnoses
+    explained = {}
+    if kwargs["explain"] and not passed:
+        with console.status("localising the failures"):
+            explained = _explain(folder, manifest, [r for r in reports if not r.passed], changed, model, sets)
+        payload["explain"] = {name: e.to_dict() for name, e in explained.items()}
     report_path = kwargs["report_path"] or folder / REPORT_NAME
     report_path.write_text(json.dumps(payload, indent=2) + "\n")
     payload["report"] = str(report_path)
@@ -195,6 +208,8 @@ def parity_command(**kwargs: Any) -> None:
                 click.echo(f"  - {reason}")
             if report.candidate in diagnoses:
                 click.echo(f"  => {diagnoses[report.candidate]}")
+            for line in explained[report.candidate].lines() if report.candidate in explained else []:
+                click.echo(f"  => {line}")
     if not passed:
         failed = [r for r in reports if not r.passed]
         why = next(iter(diagnoses.values()), None) or next(r.failures() or [r.error] for r in failed)[0]
@@ -208,6 +223,25 @@ def parity_command(**kwargs: Any) -> None:
         emit_json(payload)
     else:
         click.echo(f"all {len(reports)} passed parity against {reference.name}; report: {report_path}")
+
+
+def _explain(
+    folder: Path, manifest: Manifest, failed: list[Any], changed: dict[str, str], model: Any, sets: list[Any]
+) -> dict[str, Any]:
+    """export.explain for each failing artifact (not the served model, not files changed since export), on the
+    first random input set it failed (image sets go through preprocessing: the random ones localise the model)."""
+    from export.explain import explain_artifact
+
+    names = {a.name: a for a in manifest.artifacts}
+    explained = {}
+    for report in failed:
+        artifact = names.get(report.candidate)
+        if artifact is None or artifact.name in changed:
+            continue
+        rows = report.per_batch or []
+        index = next((i for i, row in enumerate(rows) if not row["passed"] and IMAGES not in sets[i]), 0)
+        explained[artifact.name] = explain_artifact(folder, artifact, model, manifest.io, sets[index])
+    return explained
 
 
 def _select(manifest: Manifest, names: tuple[str, ...]) -> list[Artifact]:
@@ -232,9 +266,9 @@ def _overrides(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _reference(
     manifest: Manifest, folder: Path, kwargs: dict[str, Any], serving: tuple[Any, str] | None
-) -> tuple[Any, list[Any], list[str], dict[str, Any]]:
-    """The reference runner (outputs computed once and replayed), the input sets, their labels, and with --images
-    both image pipelines and how far apart their model inputs are."""
+) -> tuple[Any, list[Any], list[str], dict[str, Any], Any]:
+    """The reference runner (outputs computed once and replayed), the input sets, their labels, with --images
+    both image pipelines and how far apart their model inputs are, and the eager model (None against golden)."""
     from export.parity import GoldenRunner, TorchRunner, input_sets, load_golden
 
     if kwargs["against"] == "golden":
@@ -242,7 +276,7 @@ def _reference(
             raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
         inputs, outputs = load_golden(folder / manifest.golden)
         labels = [f"golden set {i}" for i in range(len(inputs))]
-        return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, {}
+        return GoldenRunner(inputs, outputs, name="golden"), inputs, labels, {}, None
     loaded, checkpoint = _rebuild(manifest, folder, kwargs["checkpoint"], kwargs["arch"])
     eager: Any = TorchRunner(loaded.model, manifest.io, name="eager")
     sets = input_sets(manifest.io, kwargs["batch_sizes"], seed=kwargs["seed"])
@@ -266,7 +300,7 @@ def _reference(
             sets.append(pipelines.image_set(files))
             labels.append(f"{len(files)} images from {kwargs['images']}")
     # eager outputs computed once, replayed for every candidate
-    return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, images
+    return GoldenRunner(sets, [eager.run(s) for s in sets], name="eager"), sets, labels, images, loaded.model
 
 
 def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: str | None) -> tuple[Any, Path]:

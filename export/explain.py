@@ -1,0 +1,65 @@
+"""`explain_artifact`: localise why one exported artifact fails parity (export/parity/localize.py), for
+export-model's failure message and `modelship parity --explain`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from torch import nn
+
+from export.fp16 import FP16_ATTEMPTS, unsupported_ops
+from export.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
+from export.iospec import IOSpec
+from export.manifest import Artifact
+from export.parity.localize import Explanation, localize_onnx, localize_torchscript
+from export.torchscript import load_torchscript
+
+
+def explain_artifact(
+    folder: Path, artifact: Artifact, model: nn.Module, io: IOSpec, inputs: dict[str, np.ndarray]
+) -> Explanation:
+    """The first module whose output differs, for the artifact file in `folder`, on one input set; fp16 ONNX runs
+    as float16 really computes (its fp32 sibling `model.onnx`, rounded as the artifact keeps it)."""
+    precision = artifact.precision
+    if artifact.format == "onnx":
+        proto = onnx.load(str(folder / ("model.onnx" if precision == "fp16" else artifact.file)))
+        if precision == "fp16":
+            name_nodes(proto)
+            kept = [k["node"] for k in artifact.details.get("kept_fp32_nodes", [])]
+            kept += nodes_of(proto, artifact.details.get("fp16_keep", []))
+            ops = dict(FP16_ATTEMPTS).get(_last_attempt(artifact), ())
+            proto = emulate_fp16(proto, kept, {*ops, *unsupported_ops()})
+        explanation = localize_onnx(proto, model, io, inputs, precision, artifact.name)
+    else:
+        scripted = load_torchscript(folder / artifact.file)
+        explanation = localize_torchscript(scripted, model, io, inputs, precision, artifact.name)
+    if precision == "fp16":
+        explanation.notes += _underflow_notes(model, io, inputs)
+    return explanation
+
+
+def _last_attempt(artifact: Artifact) -> str:
+    attempts = artifact.details.get("fp16_attempts") or [{}]
+    return attempts[-1].get("reason", "")
+
+
+def _underflow_notes(model: nn.Module, io: IOSpec, inputs: dict[str, np.ndarray]) -> list[str]:
+    """A note per eager output that float16 cannot represent at all (every value below its smallest normal)."""
+    import torch
+
+    from export.outputs import flatten_outputs
+
+    with torch.inference_mode():
+        result = model(*[torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs])
+    notes = []
+    for name, tensor in flatten_outputs(result):
+        largest = float(tensor.abs().max()) if tensor.is_floating_point() and tensor.numel() else 0.0
+        if 0 < largest < FP16_TINY:
+            notes.append(
+                f"output {name!r} is entirely below float16's smallest normal {FP16_TINY:.3g} (max |x| "
+                f"{largest:.3g}): in float16 it underflows to zero, so cosine and top-k say nothing; scale the "
+                "output, or keep its last module in fp32 with --fp16-keep"
+            )
+    return notes

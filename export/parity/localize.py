@@ -1,0 +1,251 @@
+"""Where in the network an artifact parts from eager PyTorch, and what to do about it.
+
+Eager module outputs (and inputs) are captured with forward hooks on one input set. For ONNX the graph tensor that
+closes each module's scope (the dynamo exporter's name scopes, or the legacy exporter's `/module/Op` node names) is
+exposed as an extra output on a copy of the graph, and compared with the module's eager output; fp16 artifacts are
+run as export.fp16_ranges.emulate_fp16 computes them, since a CPU run hides float16's range. For TorchScript each
+scripted submodule is replayed on the inputs eager PyTorch gave that module, so the culprit is the module whose own
+computation differs. The first diverging module in execution order (children finish before parents: the
+innermost) is the answer, with its error figures and the ops inside it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from export.fp16_ranges import FP16_TINY, node_module, tensor_types
+
+RELATIVE_LIMITS = {"fp32": 1e-3, "fp16": 5e-2}  # max |a - b| / max |a| for a module's output to count as the same
+
+
+@dataclass
+class Divergence:
+    """A module whose output differs from eager PyTorch's: error figures and the ops inside it."""
+
+    module: str
+    max_abs: float
+    relative: float
+    cosine: float
+    ops: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def line(self) -> str:
+        ops = f" ({', '.join(dict.fromkeys(self.ops))})" if self.ops else ""
+        text = (
+            f"first divergence in module '{self.module}'{ops}: max abs {self.max_abs:.3g}, relative "
+            f"{self.relative:.3g}, cosine {self.cosine:.6f}"
+        )
+        return text + (f"; {self.note}" if self.note else "")
+
+
+@dataclass
+class Explanation:
+    """What localisation found for one artifact."""
+
+    artifact: str
+    first: Divergence | None
+    compared: int
+    notes: list[str] = field(default_factory=list)
+    fp16_keep: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        found = [self.first.line()] if self.first else [f"no module output differs ({self.compared} compared)"]
+        if self.fp16_keep:
+            flags = " ".join(f"--fp16-keep {m}" for m in self.fp16_keep)
+            found.append(f"parity passes with these modules kept in fp32: {', '.join(self.fp16_keep)} ({flags})")
+        return found + self.notes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "artifact": self.artifact,
+            "first": asdict(self.first) if self.first else None,
+            "compared": self.compared,
+            "notes": self.notes,
+            "fp16_keep": self.fp16_keep,
+        }
+
+
+def eager_trace(model: Any, args: Sequence[Any]) -> tuple[list[str], dict[str, np.ndarray], dict[str, tuple]]:
+    """(module names in completion order, their first output tensor, the tensors each was called with)."""
+    import torch
+
+    names = {id(m): n for n, m in model.named_modules() if n}
+    order: list[str] = []
+    outputs: dict[str, np.ndarray] = {}
+    inputs: dict[str, tuple] = {}
+
+    def hook(module: Any, given: tuple, output: Any) -> None:
+        name = names.get(id(module))
+        tensor = _first_tensor(output)
+        if name is None or name in outputs or tensor is None:
+            return
+        order.append(name)
+        outputs[name] = tensor.detach().float().cpu().numpy()
+        inputs[name] = tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in given)
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()]
+    try:
+        with torch.inference_mode():
+            model(*args)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return order, outputs, inputs
+
+
+def _first_tensor(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else []
+    return next((t for t in (_first_tensor(v) for v in items) if t is not None), None)
+
+
+def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precision: str) -> Divergence | None:
+    """A Divergence when `candidate` is not `reference` within RELATIVE_LIMITS[precision] (or not finite where it
+    is), else None."""
+    ref, cand = reference.astype(np.float64).ravel(), np.asarray(candidate, np.float64).ravel()
+    finite = np.isfinite(ref)
+    note = ""
+    if not np.isfinite(cand[finite]).all():
+        note = "the candidate has inf/NaN where eager PyTorch is finite (float16 overflow)"
+    scale = float(np.abs(ref[finite]).max()) if finite.any() else 0.0
+    diff = np.abs(ref - cand)[finite & np.isfinite(cand)]
+    max_abs = float(diff.max()) if diff.size else float("inf")
+    relative = max_abs / max(scale, 1e-6)
+    usable = np.where(np.isfinite(cand[finite]), cand[finite], 0.0)  # inf/NaN count as nothing for the angle
+    norm = float(np.linalg.norm(ref[finite]) * np.linalg.norm(usable))
+    cosine = float(np.dot(ref[finite], usable) / norm) if norm else 0.0
+    if precision == "fp16" and 0 < scale < FP16_TINY:
+        note = (
+            note
+            or f"every value is below float16's smallest normal {FP16_TINY:.3g} (max |x| {scale:.3g}): it underflows"
+        )
+    if not note and relative <= RELATIVE_LIMITS[precision]:
+        return None
+    return Divergence(module, max_abs, relative, cosine, note=note)
+
+
+def localize_onnx(
+    proto: Any, model: Any, io: Any, inputs: dict[str, np.ndarray], precision: str, artifact: str
+) -> Explanation:
+    """Compare every module's eager output with the graph tensor that closes its scope in `proto` (an fp32
+    graph, or the fp16 emulation), first divergence in execution order."""
+    import onnxruntime as ort
+    import torch
+    from onnx import TensorProto, helper
+
+    args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs]
+    order, eager, _ = eager_trace(model, args)
+    closing, ops = _scope_outputs(proto)
+    types = tensor_types(proto)
+    wanted = {m: closing[m] for m in order if types.get(closing.get(m, "")) == TensorProto.FLOAT}
+    exposed = copy.deepcopy(proto)
+    present = {o.name for o in exposed.graph.output}
+    for tensor in dict.fromkeys(wanted.values()):
+        if tensor not in present:
+            exposed.graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {i.name: inputs[i.name].astype(np.float32 if i.type == "tensor(float)" else inputs[i.name].dtype)
+             for i in session.get_inputs()}  # fmt: skip
+    names = list(dict.fromkeys(wanted.values()))
+    values = dict(zip(names, session.run(names, feeds), strict=True))
+    return _first(artifact, order, eager, lambda m: values.get(wanted[m]) if m in wanted else None, precision, ops)
+
+
+def localize_torchscript(
+    scripted: Any, model: Any, io: Any, inputs: dict[str, np.ndarray], precision: str, artifact: str
+) -> Explanation:
+    """Replay each scripted submodule on the inputs eager PyTorch gave the same module; the first whose own output
+    differs is the culprit."""
+    import torch
+
+    args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs]
+    return replay(getattr(scripted, "inner", scripted), model, args, precision, artifact)
+
+
+def replay(candidate: Any, model: Any, args: Sequence[Any], precision: str, artifact: str) -> Explanation:
+    """Run each submodule of `candidate` (a scripted module or an eager copy, e.g. in half precision) on the inputs
+    the same-named submodule of the eager `model` received, and compare outputs: first divergence wins."""
+    import torch
+
+    order, eager, given = eager_trace(model, args)
+    dtype = next((p.dtype for p in candidate.parameters() if p.is_floating_point()), torch.float32)
+
+    def run(name: str) -> np.ndarray | None:
+        try:
+            sub = _walk(candidate, name)
+            cast = tuple(
+                t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in given[name]
+            )
+            with torch.inference_mode():
+                out = _first_tensor(sub(*cast))
+        except (AttributeError, RuntimeError, TypeError):
+            return None
+        return None if out is None else out.float().numpy()
+
+    return _first(artifact, order, eager, run, precision, {})
+
+
+def _walk(module: Any, name: str) -> Any:
+    for part in name.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _first(
+    artifact: str,
+    order: list[str],
+    eager: dict[str, np.ndarray],
+    candidate: Callable[[str], np.ndarray | None],
+    precision: str,
+    ops: dict[str, list[str]],
+) -> Explanation:
+    compared = 0
+    for module in order:
+        value = candidate(module)
+        if value is None or np.size(value) != eager[module].size:
+            continue
+        compared += 1
+        found = divergence(module, eager[module], value, precision)
+        if found is not None:
+            found.ops = ops.get(module, [])
+            return Explanation(artifact, found, compared)
+    return Explanation(artifact, None, compared)
+
+
+def _scope_outputs(proto: Any) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """For each module scope (and its ancestors): the last float tensor its nodes write, and their op types."""
+    closing: dict[str, str] = {}
+    ops: dict[str, list[str]] = {}
+    for node in proto.graph.node:
+        module = node_module(node)
+        if not module or not node.output:
+            continue
+        parts = module.split(".")
+        for depth in range(1, len(parts) + 1):
+            scope = ".".join(parts[:depth])
+            closing[scope] = node.output[0]
+            ops.setdefault(scope, []).append(node.op_type)
+    return closing, ops
+
+
+def minimal_keep(candidates: list[str], passes: Callable[[list[str]], bool], kept: Sequence[str] = ()) -> list[str]:
+    """A small subset S of `candidates` with passes(S + kept), by halving (each half is dropped when the rest
+    passes without it). Call only when passes(candidates + kept) holds."""
+    if passes(list(kept)):
+        return []
+    if len(candidates) <= 1:
+        return list(candidates)
+    half = len(candidates) // 2
+    first, second = candidates[:half], candidates[half:]
+    chosen = minimal_keep(first, passes, [*kept, *second])
+    return chosen + minimal_keep(second, passes, [*kept, *chosen])
