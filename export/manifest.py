@@ -17,7 +17,7 @@ from export.iospec import IOSpec
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
-FORMATS = ("torchscript", "onnx")
+FORMATS = ("torchscript", "onnx", "pt2", "aoti")
 PRECISIONS = ("fp32", "fp16")
 
 

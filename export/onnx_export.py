@@ -69,7 +69,7 @@ def export_onnx(
         system = _system_cause(exc)
         if system is not None:  # the disk, not the exporter: another exporter would not help
             raise system from exc
-        first = _first_cause(str(exc))
+        first = first_cause(str(exc))
         raise ExportError(
             f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first}",
             hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
@@ -88,7 +88,7 @@ def export_onnx(
     }
 
 
-def _first_cause(text: str) -> str:
+def first_cause(text: str) -> str:
     """The line that says what went wrong: the dynamo exporter's "Exception summary" entry, else the first line."""
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if "## Exception summary" in lines:

@@ -69,10 +69,12 @@ from export.parity import (
     random_inputs,
     save_golden,
 )
+from export.pt2_export import compile_aoti, export_program, save_program
 from export.staging import staging_folder, sweep, writable_parent
 from export.torchscript import save_and_reload, script_module, trace_module
 
-FORMATS = ("torchscript", "onnx")
+FORMATS = ("torchscript", "onnx", "pt2")
+DEFAULT_FORMATS = ("torchscript", "onnx")  # pt2 only when asked (--pt2): an AOTInductor compile takes a while
 GOLDEN_NAME = "golden.npz"
 SIDECAR_NAME = "checkpoint.json"
 FILES = {  # artifact name -> file name
@@ -80,6 +82,8 @@ FILES = {  # artifact name -> file name
     "torchscript_fp16": "model.fp16.pt",
     "onnx": "model.onnx",
     "onnx_fp16": "model.fp16.onnx",
+    "pt2": "model.pt2",
+    "aoti": "model.aoti.pt2",
 }
 
 
@@ -89,7 +93,7 @@ class ExportSpec:
     (`{"fp16": {"atol": 0.1}}`)."""
 
     out_dir: Path
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = DEFAULT_FORMATS
     fp16: bool = False
     fp16_io: bool = False
     fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
@@ -106,7 +110,7 @@ class ExportSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
-        object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or FORMATS)))
+        object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or DEFAULT_FORMATS)))
         unknown = sorted(set(self.formats) - set(FORMATS))
         if unknown:
             raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(FORMATS)}")
@@ -386,6 +390,8 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
             art_io = float_io(io, "float16", inputs=half_io, outputs=half_io)
             report, details = _torchscript(build, name, art_io)
             record(name, "torchscript", precision, art_io, report, details)
+    if "pt2" in spec.formats:
+        _pt2(build, record)
     if "onnx" in spec.formats:
         name = "onnx"
         with build.steps("export onnx", name):
@@ -407,6 +413,18 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
             report, fp16_details = _onnx_fp16(build, art_io)
             record("onnx_fp16", "onnx", "fp16", art_io, report, {**details, **fp16_details})
     return artifacts, reports
+
+
+def _pt2(build: _Build, record: Any) -> None:
+    """torch.export's ExportedProgram and the AOTInductor package compiled from it, each verified like the rest."""
+    with build.steps("torch.export pt2", "pt2"):
+        program = export_program(build.model, build.example, build.io)
+        module = save_program(program, build.path("pt2"))
+    record("pt2", "pt2", "fp32", build.io, build.verify("pt2", TorchRunner(module, build.io, name="pt2"), "fp32"), {})
+    with build.steps("compile aoti", "aoti"):
+        package = compile_aoti(program, build.path("aoti"))
+    runner = TorchRunner(package, build.io, name="aoti")
+    record("aoti", "aoti", "fp32", build.io, build.verify("aoti", runner, "fp32"), {"compiler": "AOTInductor"})
 
 
 def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:

@@ -25,12 +25,14 @@ from export import __version__
 from export.errors import PreprocessError, PublishError
 from export.labels import clean_labels
 from export.manifest import MANIFEST_NAME, Artifact, Manifest
+from export.opsets import runtime_target
 from serve import repository
 from serve.triton_config import (
     DEFAULT_MAX_BATCH_SIZE,
     DEFAULT_QUEUE_DELAY_US,
     LABELS_FILE,
     MODEL_FILES,
+    PLATFORMS,
     ServingOptions,
     build_config,
     parse_config,
@@ -126,15 +128,25 @@ def publish_export(
 
 
 def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
+    """The artifacts to publish: all the target Triton can load (others are left out), or exactly those asked for
+    (one it cannot load is refused, naming the target)."""
     if not manifest.artifacts:
         raise PublishError(f"export {manifest.name!r} has no artifacts", hint="run export-model first")
     if not wanted:
-        return list(manifest.artifacts)
+        return [a for a in manifest.artifacts if a.format in PLATFORMS]
     known = {a.name: a for a in manifest.artifacts}
     missing = [w for w in wanted if w not in known]
     if missing:
         raise PublishError(
             f"export {manifest.name!r} has no artifact {missing[0]!r}", hint=f"artifacts: {', '.join(known)}"
+        )
+    unservable = [w for w in wanted if known[w].format not in PLATFORMS]
+    if unservable:
+        target = runtime_target()
+        raise PublishError(
+            f"artifact {unservable[0]!r} ({known[unservable[0]].format}) cannot be served by Triton {target.triton} "
+            f"(container {target.container}): its PyTorch backend loads TorchScript only",
+            hint="publish the onnx or torchscript artifacts; AOTInductor packages need a Triton with torch_aoti",
         )
     return [known[w] for w in dict.fromkeys(wanted)]
 

@@ -41,6 +41,12 @@ class ProgressListener:
 @loader_options
 @click.option("--torchscript", is_flag=True, help="Export TorchScript (model.pt). Neither format flag: both.")
 @click.option("--onnx", "onnx_", is_flag=True, help="Export ONNX (model.onnx). Neither format flag: both.")
+@click.option(
+    "--pt2",
+    is_flag=True,
+    help="Also export with torch.export: the ExportedProgram (model.pt2) and an AOTInductor package compiled from "
+    "it (model.aoti.pt2), both verified. Publishing them needs a Triton whose PyTorch backend loads torch_aoti.",
+)
 @click.option("--fp16", is_flag=True, help="Also write an fp16 variant of each format (model.fp16.pt/.onnx).")
 @click.option(
     "--fp16-io",
@@ -135,7 +141,7 @@ def export_command(**kwargs: Any) -> None:
         name = check_name(Path(options.checkpoint).stem, "export name (the checkpoint's file stem)", UsageError)
     spec = ExportSpec(
         out_dir=Path(kwargs["out"]) / check_name(name, "--name", UsageError),
-        formats=tuple(f for f, on in (("torchscript", kwargs["torchscript"]), ("onnx", kwargs["onnx_"])) if on),
+        formats=_formats(kwargs),
         fp16=kwargs["fp16"],
         fp16_io=kwargs["fp16_io"],
         fp16_keep=tuple(kwargs["fp16_keep"]),
@@ -183,6 +189,12 @@ def export_command(**kwargs: Any) -> None:
     for line in kept_fp32_lines(result.manifest):
         click.echo(line)
     click.echo(f"exported {spec.name} to {result.folder}")
+
+
+def _formats(kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """--torchscript / --onnx (neither: both), plus --pt2."""
+    chosen = tuple(f for f, on in (("torchscript", kwargs["torchscript"]), ("onnx", kwargs["onnx_"])) if on)
+    return (*(chosen or ("torchscript", "onnx")), *(("pt2",) if kwargs["pt2"] else ()))
 
 
 def _tolerances(kwargs: dict[str, Any]) -> dict[str, dict[str, float]]:

@@ -404,6 +404,11 @@ def _runner(folder: Path, artifact: Artifact, kwargs: dict[str, Any]) -> Iterato
     from export.parity import OnnxRuntimeRunner, TorchRunner
 
     path = folder / artifact.file
+    if artifact.format in ("pt2", "aoti"):
+        from export.pt2_export import load_aoti, load_program
+
+        yield TorchRunner((load_program if artifact.format == "pt2" else load_aoti)(path), artifact.io, artifact.name)
+        return
     if artifact.format != "onnx":
         yield TorchRunner(_load_torchscript(path), artifact.io, name=artifact.name)
         return

@@ -245,6 +245,8 @@ def _cores() -> int:
 
 
 def _module_dtype_device(module: Any) -> tuple[Any, Any]:
+    if not hasattr(module, "parameters"):  # a compiled package (AOTInductor): float32 on the CPU
+        return None, None
     for tensor in (*module.parameters(), *module.buffers()):
         if tensor.is_floating_point():
             return tensor.dtype, tensor.device
