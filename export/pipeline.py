@@ -14,7 +14,7 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -288,7 +288,7 @@ def run_export(
             golden=GOLDEN_NAME,
             timings=[t.to_dict() for t in steps.timings],
             tool_version=__version__,
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
         )
         manifest.write(staging)
         _move_into_place(staging, dest, spec.force)

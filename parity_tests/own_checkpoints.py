@@ -10,10 +10,9 @@ images = true                                # optional: true, false, or a folde
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-
-import tomllib
 
 MANIFEST = "checkpoints.toml"
 FIELDS = {"file", "name", "export_args", "parity_args", "images"}

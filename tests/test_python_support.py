@@ -11,10 +11,10 @@ import re
 import shutil
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parent.parent

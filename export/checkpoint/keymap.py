@@ -12,17 +12,13 @@ import difflib
 import fnmatch
 import json
 import re
+import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from export.errors import UsageError
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    tomllib = None  # type: ignore[assignment]
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 KEY_MAP_FIELDS = ("drop", "rename", "regex")
@@ -51,12 +47,7 @@ def load_key_map(path: Path) -> KeyMap:
         raise UsageError(f"--key-map {path}: no such file", hint="check the path")
     try:
         text = path.read_text()
-        if path.suffix == ".toml":
-            if tomllib is None:
-                raise UsageError(f"--key-map {path}: TOML needs Python 3.11+", hint="write the key map as JSON")
-            data = tomllib.loads(text)
-        else:
-            data = json.loads(text)
+        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"--key-map {path}: not valid {path.suffix.lstrip('.') or 'JSON'} ({exc})", hint=hint) from exc
     if not isinstance(data, dict) or set(data) - set(KEY_MAP_FIELDS):
