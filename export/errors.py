@@ -7,7 +7,7 @@ Each error carries a one-line message that names the file or value at fault and,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 
 class ModelshipError(Exception):
@@ -23,6 +23,9 @@ class ModelshipError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+E = TypeVar("E", bound=ModelshipError)
 
 
 class UsageError(ModelshipError):
@@ -65,3 +68,8 @@ class ServeError(ModelshipError):
 
 class ClientError(ModelshipError):
     """A request to a Triton server failed: server down, unknown model, bad shape or dtype."""
+
+
+def os_failure(error: type[E], exc: OSError, what: str, hint: str) -> E:
+    """`error` for a filesystem refusal while doing `what`: the system's reason appended, errno in details."""
+    return error(f"{what} ({exc.strerror or exc})", hint=hint, details={"errno": exc.errno})

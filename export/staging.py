@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from export.errors import ExportError
+from export.errors import ExportError, os_failure
 
 _LEFTOVER = re.compile(r"^\..+\.(?P<pid>\d+)-[^.]+\.(staging|replaced)$")
 
@@ -56,9 +56,6 @@ def writable_parent(folder: Path, what: str) -> Path:
         probe = staging_folder(folder.parent, folder.name, "probe")
         probe.rmdir()
     except OSError as exc:
-        raise ExportError(
-            f"{folder.parent}: cannot write {what} there ({exc.strerror or exc})",
-            hint="choose a writable folder with free space (--out)",
-            details={"errno": exc.errno},
-        ) from None
+        where = f"{folder.parent}: cannot write {what} there"
+        raise os_failure(ExportError, exc, where, "choose a writable folder with free space (--out)") from None
     return folder.parent

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from export import __version__
-from export.errors import PreprocessError, PublishError
+from export.errors import PreprocessError, PublishError, os_failure
 from export.labels import clean_labels
 from export.manifest import MANIFEST_NAME, Artifact, Manifest
 from export.opsets import runtime_target
@@ -242,11 +242,8 @@ def _stage(
         for filename, text in model_files.items():
             (staged / filename).write_text(text)
     except OSError as exc:
-        raise PublishError(
-            f"{plan.folder}: cannot stage {model_name} ({exc.strerror or exc})",
-            hint="free space on the repository's filesystem, or publish elsewhere (--repo)",
-            details={"errno": exc.errno},
-        ) from None
+        hint = "free space on the repository's filesystem, or publish elsewhere (--repo)"
+        raise os_failure(PublishError, exc, f"{plan.folder}: cannot stage {model_name}", hint) from None
     parse_config(model_files[CONFIG_FILE], str(model_dir / CONFIG_FILE))
     if not model_dir.exists():
         plan.new(staged, model_dir)  # a new model appears whole, config and version together

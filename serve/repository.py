@@ -28,7 +28,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from export.errors import PublishError
+from export.errors import PublishError, os_failure
 from export.names import check_name
 
 LOCK_TIMEOUT_S = 300
@@ -66,11 +66,8 @@ def choose_version(model_dir: Path, requested: int | None) -> int:
 
 
 def _unwritable(path: Path, exc: OSError) -> PublishError:
-    return PublishError(
-        f"{path}: cannot write the model repository ({exc.strerror or exc})",
-        hint="publish to a writable folder with free space (--repo), or fix its permissions",
-        details={"errno": exc.errno},
-    )
+    hint = "publish to a writable folder with free space (--repo), or fix its permissions"
+    return os_failure(PublishError, exc, f"{path}: cannot write the model repository", hint)
 
 
 @contextlib.contextmanager

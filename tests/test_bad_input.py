@@ -72,8 +72,9 @@ def ctx(base, tmp_path) -> Ctx:
     return Ctx(root, ckpt, export, serve_export, tmp_path)
 
 
-def keymap(ctx: Ctx, text: str, suffix: str = ".json") -> Path:
-    return ctx.file(f"map{suffix}", text)
+def with_keymap(c: Ctx, text: str) -> list[Any]:
+    """`inspect` of the good checkpoint with a key map file (map.json) holding `text`."""
+    return ["inspect", c.ckpt, "--arch", TINY, "--key-map", c.file("map.json", text)]
 
 
 Case = tuple[str, Callable[[Ctx], tuple[list[Any], list[str]]]]
@@ -110,69 +111,48 @@ INSPECT: list[Case] = [
         lambda c: (["inspect", c.ckpt, "--arch", TINY, "--arch-kwargs", '{"nope": 1}'], ["could not build", "nope"]),
     ),
     ("keymap-missing", lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", c.scratch / "k.json"], ["k.json"])),
-    ("keymap-not-json", lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, "{")], ["not valid"])),
+    ("keymap-not-json", lambda c: (with_keymap(c, "{"), ["not valid"])),
     (
         "keymap-unknown-field",
-        lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, '{"move": {}}')], ["unknown fields"]),
+        lambda c: (with_keymap(c, '{"move": {}}'), ["unknown fields"]),
     ),
     (
         "keymap-bad-pattern",
         lambda c: (
-            [
-                "inspect",
-                c.ckpt,
-                "--arch",
-                TINY,
-                "--key-map",
-                keymap(c, '{"regex": [{"pattern": "(", "replace": "x"}]}'),
-            ],
+            with_keymap(c, '{"regex": [{"pattern": "(", "replace": "x"}]}'),
             ["map.json"],
         ),
     ),
     (
         "keymap-bad-backreference",
         lambda c: (
-            [
-                "inspect",
-                c.ckpt,
-                "--arch",
-                TINY,
-                "--key-map",
-                keymap(c, '{"regex": [{"pattern": "^fc_(\\\\d)", "replace": "fc\\\\9"}]}'),
-            ],
+            with_keymap(c, '{"regex": [{"pattern": "^fc_(\\\\d)", "replace": "fc\\\\9"}]}'),
             ["map.json", "invalid group reference"],
         ),
     ),
     (
         "keymap-unknown-group-name",
         lambda c: (
-            [
-                "inspect",
-                c.ckpt,
-                "--arch",
-                TINY,
-                "--key-map",
-                keymap(c, '{"regex": [{"pattern": "a", "replace": "\\\\g<x>"}]}'),
-            ],
+            with_keymap(c, '{"regex": [{"pattern": "a", "replace": "\\\\g<x>"}]}'),
             ["unknown group name"],
         ),
     ),
     (
         "keymap-rename-not-string",
-        lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, '{"rename": {"a": 1}}')], ["rename"]),
+        lambda c: (with_keymap(c, '{"rename": {"a": 1}}'), ["rename"]),
     ),
     (
         "keymap-drop-not-list",
-        lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, '{"drop": "fc.*"}')], ["drop"]),
+        lambda c: (with_keymap(c, '{"drop": "fc.*"}'), ["drop"]),
     ),
     (
         "keymap-regex-not-objects",
-        lambda c: (["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, '{"regex": ["x"]}')], ["map.json"]),
+        lambda c: (with_keymap(c, '{"regex": ["x"]}'), ["map.json"]),
     ),
     (
         "keymap-collision",
         lambda c: (
-            ["inspect", c.ckpt, "--arch", TINY, "--key-map", keymap(c, '{"rename": {"fc1.bias": "fc2.bias"}}')],
+            with_keymap(c, '{"rename": {"fc1.bias": "fc2.bias"}}'),
             ["fc2.bias", "key-map"],
         ),
     ),
