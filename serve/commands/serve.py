@@ -117,9 +117,11 @@ def serve_command(
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, request_stop)
+    previous_int = signal.getsignal(signal.SIGINT)
     click.echo(f"starting tritonserver on {repo} ...", err=True)
     try:
-        server.start()
+        server.start()  # Ctrl-C here interrupts the start (KeyboardInterrupt)
+        signal.signal(signal.SIGINT, request_stop)  # from now on Ctrl-C asks the supervisor to stop
         summary = _summary(server, http_port, grpc_port, metrics_port, restored)
         if as_json:
             emit_json(summary)
@@ -133,6 +135,7 @@ def serve_command(
             click.echo("stopping tritonserver ...", err=True)
         server.stop()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _recover_interrupted_publish(repo: Path) -> list[str]:
