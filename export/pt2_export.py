@@ -19,6 +19,19 @@ from torch import nn
 from export.errors import ExportError
 from export.iospec import IOSpec
 from export.onnx_export import dynamic_shapes, first_cause
+from export.outputs import flatten_outputs
+
+
+class FlatOutputs(nn.Module):
+    """The model with its outputs as a flat tuple in `flatten_outputs` order: named tuples and dicts of the model's
+    own classes cannot be serialised by torch.export.save, and every runner maps outputs by position anyway."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(tensor for _, tensor in flatten_outputs(self.inner(*args)))
 
 
 def export_program(model: nn.Module, example: tuple[torch.Tensor, ...], io: IOSpec) -> Any:
@@ -26,7 +39,7 @@ def export_program(model: nn.Module, example: tuple[torch.Tensor, ...], io: IOSp
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\._export")
-            return torch.export.export(model.eval(), example, dynamic_shapes=dynamic_shapes(io))
+            return torch.export.export(FlatOutputs(model.eval()), example, dynamic_shapes=(dynamic_shapes(io),))
     except Exception as exc:  # Unsupported, UserError, GuardOnDataDependentSymNode, ConstraintViolationError, ...
         raise ExportError(
             f"torch.export rejected the model: {type(exc).__name__}: {first_cause(str(exc))}{_user_frame(str(exc))}",
@@ -48,7 +61,14 @@ def _user_frame(text: str) -> str:
 
 def save_program(program: Any, path: Path) -> Any:
     """Save the ExportedProgram and load it back, so verification runs what was written; the runnable module."""
-    torch.export.save(program, str(path))
+    try:
+        torch.export.save(program, str(path))
+    except Exception as exc:  # an output or input structure torch.export cannot serialise
+        raise ExportError(
+            f"torch.export could not save the program: {type(exc).__name__}: {first_cause(str(exc))}",
+            hint="export without --pt2, or return tensors, tuples or dicts of tensors from forward",
+            details={"step": "torch_export_save"},
+        ) from exc
     return load_program(path)
 
 
