@@ -428,18 +428,31 @@ def _pt2(build: _Build, record: Any) -> None:
 
 
 def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
-    """TorchScript of the model; the fp16 variant takes and returns float32 (casts inside) unless --fp16-io."""
+    """TorchScript of the model; the fp16 variant takes and returns float32 (casts inside) unless --fp16-io. fp16
+    computes in real half precision on the CPU, so its verdict holds as is; when it fails, the modules whose own
+    half computation diverges are kept in fp32 (measured on the batch that failed) and it is built again."""
     half = name.endswith("fp16")
-    half_io = half and build.spec.fp16_io
-    module = build.model
-    details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script", "fp16_io": half_io}
+    details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script", "fp16_io": False}
     if half:
+        details |= {"fp16_io": build.spec.fp16_io, "fp16_keep": list(build.spec.fp16_keep)}
+    report = _script_and_verify(build, name, io, details, list(build.spec.fp16_keep))
+    if half and not report.passed:
+        rows = report.per_batch or []
+        failed = build.verification.inputs[next((i for i, row in enumerate(rows) if not row["passed"]), 0)]
         with build.steps("measure fp16 ranges", name):
-            first = build.verification.inputs[0]  # the smallest batch: half precision is slow on a CPU, and the
-            kept = fp16_keep_modules(build.model, [tuple(torch.from_numpy(first[t.name]) for t in build.io.inputs)])
-            # verification right after runs every batch in real half precision anyway
-        keep = [*build.spec.fp16_keep, *(k["module"] for k in kept)]
-        details["kept_fp32_modules"] = kept + [{"module": m, "reason": "--fp16-keep"} for m in build.spec.fp16_keep]
+            kept = fp16_keep_modules(build.model, [tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)])
+        if kept:
+            details["kept_fp32_modules"] = kept
+            keep = [*build.spec.fp16_keep, *(k["module"] for k in kept)]
+            report = _script_and_verify(build, name, io, details, keep)
+    return report, details
+
+
+def _script_and_verify(build: _Build, name: str, io: IOSpec, details: dict[str, Any], keep: list[str]) -> ParityReport:
+    half = name.endswith("fp16")
+    half_io = details["fp16_io"]
+    module = build.model
+    if half:
         module = (
             half_module(build.model, keep)
             if half_io
@@ -453,7 +466,7 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
         else:
             scripted = script_module(module)
         loaded = save_and_reload(scripted, build.path(name))
-    return build.verify(name, TorchRunner(loaded, io, name=name), "fp16" if half else "fp32"), details
+    return build.verify(name, TorchRunner(loaded, io, name=name), "fp16" if half else "fp32")
 
 
 def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
