@@ -55,6 +55,7 @@ def convert_onnx_fp16(
             node_block_list=list(node_block_list) or None,
         )
         _drop_round_trips(converted)
+        _drop_repeated_nodes(converted)
         model = OnnxModel(converted)
         model.topological_sort()
     except Exception as exc:  # the converter asserts and raises ValueError/KeyError on graphs it cannot handle
@@ -64,6 +65,22 @@ def convert_onnx_fp16(
             details={"step": "fp16_convert"},
         ) from exc
     return model.model
+
+
+def _drop_repeated_nodes(proto: onnx.ModelProto) -> None:
+    """Keep one of identical nodes writing the same tensor: the converter writes one Cast per blocked consumer of a
+    float16 tensor, all named alike (two kept convolutions reading one max-pool output break SSA otherwise)."""
+    seen: dict[tuple, bytes] = {}
+    kept = []
+    for node in proto.graph.node:
+        key = tuple(node.output)
+        signature = node.SerializeToString(deterministic=True)
+        if key in seen and seen[key] == signature:
+            continue
+        seen.setdefault(key, signature)
+        kept.append(node)
+    del proto.graph.node[:]
+    proto.graph.node.extend(kept)
 
 
 def _drop_round_trips(proto: onnx.ModelProto) -> None:

@@ -72,3 +72,29 @@ def test_export_keeps_the_overflowing_module_in_fp32(tmp_path: Path) -> None:
     assert torch.isfinite(scripted(torch.randn(3, 3, 16, 16))).all()
     human = invoke(*args, "--out", tmp_path / "again")
     assert "onnx_fp16: kept in fp32 to stay within float16's range: block (Pow, Sqrt)" in human.output
+
+
+class Forked(torch.nn.Module):
+    """One tensor read by two convolutions (a ResNet block and its downsample path)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 4, 3)
+        self.left = torch.nn.Conv2d(4, 4, 1)
+        self.right = torch.nn.Conv2d(4, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.stem(x))
+        return self.left(y) + self.right(y)
+
+
+def test_two_kept_readers_of_one_tensor_stay_valid_onnx(tmp_path: Path) -> None:
+    path = tmp_path / "forked.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Forked().eval(), (torch.randn(1, 3, 8, 8),), str(path), dynamo=False)
+    fp32 = onnx.load(str(path))
+    name_nodes(fp32)
+    convs = [n.name for n in fp32.graph.node if n.op_type == "Conv"][1:]  # both readers of the relu output
+    converted = convert_onnx_fp16(fp32, node_block_list=convs)  # the converter writes one Cast per reader
+    onnx.checker.check_model(converted, full_check=True)
