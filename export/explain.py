@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from torch import nn
 
-from export.fp16 import FP16_ATTEMPTS, unsupported_ops
+from export.fp16 import FP16_ATTEMPTS
 from export.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
 from export.iospec import IOSpec
 from export.manifest import Artifact
@@ -30,7 +30,7 @@ def explain_artifact(
             kept = [k["node"] for k in artifact.details.get("kept_fp32_nodes", [])]
             kept += nodes_of(proto, artifact.details.get("fp16_keep", []))
             ops = dict(FP16_ATTEMPTS).get(_last_attempt(artifact), ())
-            proto = emulate_fp16(proto, kept, {*ops, *unsupported_ops()})
+            proto = emulate_fp16(proto, kept, ops)
         explanation = localize_onnx(proto, model, io, inputs, precision, artifact.name)
     else:
         scripted = load_torchscript(folder / artifact.file)

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from export.errors import ExportError
+from export.fp16_ranges import tensor_types
 from export.iospec import IOSpec
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
@@ -88,8 +89,7 @@ def _drop_round_trips(proto: onnx.ModelProto) -> None:
     the value would pass through float16 (and overflow) exactly where it was kept out of it."""
     graph = proto.graph
     outputs = {o.name for o in graph.output}
-    inferred = onnx.shape_inference.infer_shapes(proto).graph
-    types = {v.name: v.type.tensor_type.elem_type for v in (*inferred.value_info, *inferred.input, *inferred.output)}
+    types = tensor_types(proto)
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
         for name in node.input:
@@ -163,18 +163,12 @@ def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ..
 
 
 def _diverges(model: nn.Module, half: nn.Module, batch: tuple[torch.Tensor, ...]) -> bool:
-    from export.parity.localize import divergence
+    from export.parity.localize import divergence, first_tensor
 
     with torch.inference_mode():
-        reference = _first_output(model(*batch))
-        candidate = _first_output(half(*(t.half() if t.is_floating_point() else t for t in batch)))
+        reference = first_tensor(model(*batch))
+        candidate = first_tensor(half(*(t.half() if t.is_floating_point() else t for t in batch)))
     return divergence("output", reference.float().numpy(), candidate.float().numpy(), "fp16") is not None
-
-
-def _first_output(value: Any) -> torch.Tensor:
-    from export.outputs import flatten_outputs
-
-    return flatten_outputs(value)[0][1]
 
 
 def _float_island(inner: nn.Module, name: str) -> nn.Module:

@@ -127,11 +127,14 @@ def out_of_range_nodes(proto: onnx.ModelProto, ranges: dict[str, float]) -> list
 
 def emulate_fp16(proto: onnx.ModelProto, fp32_nodes: Iterable[str], fp32_ops: Iterable[str]) -> onnx.ModelProto:
     """The fp32 graph rounding to float16 where the fp16 artifact stores float16: weights, graph inputs and the
-    outputs of every node not in `fp32_nodes` (names) or `fp32_ops` (op types)."""
+    outputs of every node not in `fp32_nodes` (names), `fp32_ops` (the block list it was converted with) or the ops
+    the converter always leaves in fp32."""
+    from export.fp16 import unsupported_ops
+
     model = copy.deepcopy(proto)
     graph = model.graph
     types = tensor_types(model)
-    kept_nodes, kept_ops = set(fp32_nodes), set(fp32_ops)
+    kept_nodes, kept_ops = set(fp32_nodes), {*fp32_ops, *unsupported_ops()}
 
     def computed_in_fp16(node: onnx.NodeProto) -> bool:
         return node.name not in kept_nodes and node.op_type not in kept_ops

@@ -32,7 +32,6 @@ from export.fp16 import (
     half_module,
     half_with_float_io,
     present_ops,
-    unsupported_ops,
 )
 from export.fp16_ranges import (
     emulate_fp16,
@@ -259,7 +258,8 @@ def run_export(
         )
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:
-            explained = _explain(staging, [a for a in artifacts if a.name in failed], model, io, verification)
+            failing = [(a, reports[a.name]) for a in artifacts if a.name in failed]
+            explained = _explain(staging, failing, model, io, verification)
             raise ParityError(
                 f"{', '.join(failed)} differ{'s' if len(failed) == 1 else ''} from eager PyTorch beyond tolerance: "
                 + "; ".join(
@@ -298,17 +298,20 @@ def run_export(
 
 
 def _explain(
-    folder: Path, failed: list[Artifact], model: nn.Module, io: IOSpec, verification: _Verification
+    folder: Path,
+    failed: list[tuple[Artifact, ParityReport]],
+    model: nn.Module,
+    io: IOSpec,
+    verification: _Verification,
 ) -> dict[str, Any]:
     """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
     from export.explain import explain_artifact
 
     explained = {}
-    for artifact in failed:
-        rows = artifact.parity.get("per_batch") or []
-        index = next((i for i, row in enumerate(rows) if not row["passed"]), 0)
+    for artifact, report in failed:
+        inputs = verification.inputs[report.first_failed_set()]
         try:
-            explained[artifact.name] = explain_artifact(folder, artifact, model, io, verification.inputs[index])
+            explained[artifact.name] = explain_artifact(folder, artifact, model, io, inputs)
         except Exception as exc:  # localisation is a diagnosis: its own failure must not hide the parity verdict
             explained[artifact.name] = _not_localised(artifact.name, exc)
     return explained
@@ -437,8 +440,7 @@ def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, di
         details |= {"fp16_io": build.spec.fp16_io, "fp16_keep": list(build.spec.fp16_keep)}
     report = _script_and_verify(build, name, io, details, list(build.spec.fp16_keep))
     if half and not report.passed:
-        rows = report.per_batch or []
-        failed = build.verification.inputs[next((i for i, row in enumerate(rows) if not row["passed"]), 0)]
+        failed = build.verification.inputs[report.first_failed_set()]
         with build.steps("measure fp16 ranges", name):
             kept = fp16_keep_modules(build.model, [tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)])
         if kept:
@@ -544,7 +546,7 @@ def _fp16_attempt(
 def _emulated_runner(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
     """A runner of the fp16 artifact as float16 really computes (fp32 graph rounding at every fp16 boundary)."""
     path = build.staging / "fp16-emulated.onnx"
-    save_model(emulate_fp16(fp32, nodes, {*block, *unsupported_ops()}), path, external=False)
+    save_model(emulate_fp16(fp32, nodes, block), path, external=False)
     runner = OnnxRuntimeRunner(path, name="onnx_fp16")
     runner.session  # noqa: B018 - created now, so the file can go
     path.unlink()
@@ -556,7 +558,7 @@ def _bisect_fp16(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nod
     fp16 run pass; [] when even all of them do not."""
     from export.parity.localize import localize_onnx, minimal_keep
 
-    emulated = emulate_fp16(fp32, nodes, {*block, *unsupported_ops()})
+    emulated = emulate_fp16(fp32, nodes, block)
     first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
     modules = list(dict.fromkeys(m for n in fp32.graph.node if (m := node_module(n))))
     start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)

@@ -175,17 +175,6 @@ def write_secret(path: Path) -> str:
     return secret
 
 
-def read_secret(path: Path) -> str:
-    """The repository-API secret `modelship serve` wrote to `path`."""
-    try:
-        return Path(path).read_text().strip()
-    except OSError as exc:
-        raise ServeError(
-            f"{path}: cannot read the repository-API secret ({exc.strerror})",
-            hint="pass the --api-key-file that `modelship serve` printed",
-        ) from None
-
-
 def state_dir() -> Path:
     """Where per-server secrets live: $XDG_RUNTIME_DIR/modelship, else ~/.cache/modelship/servers."""
     runtime = os.environ.get("XDG_RUNTIME_DIR")
@@ -461,12 +450,10 @@ class TritonServer:
                 self._shm_regions.add(os.fsdecode(argv[2]))
         return stubs
 
-    def restart(self) -> float:
-        """Stop the process if it still runs and start it again on the same ports and secret; seconds to ready."""
+    def restart(self) -> None:
+        """Stop the process if it still runs and start it again on the same ports and secret."""
         self._terminate()
-        install = TritonInstall.find()
-        self._launch(backend_directory(), install)
-        return self.startup_s or 0.0
+        self._launch(backend_directory(), TritonInstall.find())
 
     @property
     def running(self) -> bool:

@@ -238,8 +238,7 @@ def _explain(
         artifact = names.get(report.candidate)
         if artifact is None or artifact.name in changed:
             continue
-        rows = report.per_batch or []
-        index = next((i for i, row in enumerate(rows) if not row["passed"] and IMAGES not in sets[i]), 0)
+        index = report.first_failed_set(lambda i: IMAGES not in sets[i])
         explained[artifact.name] = explain_artifact(folder, artifact, model, manifest.io, sets[index])
     return explained
 

@@ -81,7 +81,7 @@ def eager_trace(model: Any, args: Sequence[Any]) -> tuple[list[str], dict[str, n
 
     def hook(module: Any, given: tuple, output: Any) -> None:
         name = names.get(id(module))
-        tensor = _first_tensor(output)
+        tensor = first_tensor(output)
         if name is None or name in outputs or tensor is None:
             return
         order.append(name)
@@ -98,13 +98,14 @@ def eager_trace(model: Any, args: Sequence[Any]) -> tuple[list[str], dict[str, n
     return order, outputs, inputs
 
 
-def _first_tensor(value: Any) -> Any:
+def first_tensor(value: Any) -> Any:
+    """The first tensor of a returned structure (tensor, tuple/list, dict), or None."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return value
     items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else []
-    return next((t for t in (_first_tensor(v) for v in items) if t is not None), None)
+    return next((t for t in (first_tensor(v) for v in items) if t is not None), None)
 
 
 def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precision: str) -> Divergence | None:
@@ -187,7 +188,7 @@ def replay(candidate: Any, model: Any, args: Sequence[Any], precision: str, arti
                 t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in given[name]
             )
             with torch.inference_mode():
-                out = _first_tensor(sub(*cast))
+                out = first_tensor(sub(*cast))
         except (AttributeError, RuntimeError, TypeError):
             return None
         return None if out is None else out.float().numpy()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +53,11 @@ class ParityReport:
                 text += f" top1 {m.top1_agreement:.3f}"
             parts.append(text)
         return f"{self.candidate} vs {self.reference}: {verdict}  {'; '.join(parts)}  {where}"
+
+    def first_failed_set(self, usable: Callable[[int], bool] = lambda _index: True) -> int:
+        """The index of the first input set (of those `usable`) this candidate failed on; 0 when none is known."""
+        rows = self.per_batch or []
+        return next((i for i, row in enumerate(rows) if not row["passed"] and usable(i)), 0)
 
     def failures(self) -> list[str]:
         """Every reason for failing, prefixed by the output it concerns."""
