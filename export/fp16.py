@@ -200,12 +200,12 @@ def half_with_float_io(
     clients and Triton's classification extension see FP32, as with fp16 ONNX). Scriptable: the wrapper's source
     is generated for this model's inputs and output structure, and it returns the outputs as one tensor or a flat
     tuple in `flatten_outputs` order (what Triton's LibTorch backend maps to OUTPUT__0, OUTPUT__1, ...)."""
+    with torch.inference_mode():  # the output structure, from the fp32 model: half is slow on the CPU
+        result = model(*example)
     inner = half_module(model, keep)
-    with torch.inference_mode():
-        result = inner(*(t.half() if t.is_floating_point() else t for t in example))
     paths = _tensor_paths(result, "out")
     if len(paths) != len(io.outputs):
-        raise ExportError(f"the fp16 model returned {len(paths)} tensors, the I/O spec names {len(io.outputs)}")
+        raise ExportError(f"the model returned {len(paths)} tensors, the I/O spec names {len(io.outputs)}")
     parts = [_cast(path, spec.dtype.startswith("float")) for path, spec in zip(paths, io.outputs, strict=True)]
     if isinstance(result, torch.Tensor):
         returns, body = "torch.Tensor", parts[0]

@@ -28,6 +28,7 @@ from onnx import TensorProto, helper, numpy_helper
 FP16_MAX = 65504.0
 FP16_TINY = 2.0**-14  # smallest normal float16: a tensor entirely below it loses its precision or flushes to zero
 HEADROOM = 2.0  # keep a node fp32 once its values reach half of float16's range: other inputs go further
+SMALL_CONSTANT = 4096  # bytes: initializers up to this size keep their data for shape inference
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,17 @@ def nodes_of(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
 
 
 def tensor_types(proto: onnx.ModelProto) -> dict[str, int]:
-    """Every tensor the graph computes, with its element type (from shape inference)."""
-    inferred = onnx.shape_inference.infer_shapes(proto)
-    graph = inferred.graph
+    """Every tensor the graph computes, with its element type (from shape inference, run on the graph with its
+    weights declared as typed inputs instead: only small constants, such as Reshape's shapes, keep their data)."""
+    skeleton = onnx.ModelProto()
+    skeleton.CopyFrom(proto)
+    declared = {i.name for i in skeleton.graph.input}
+    weights = [i for i in skeleton.graph.initializer if i.ByteSize() > SMALL_CONSTANT and i.name not in declared]
+    skeleton.graph.input.extend(helper.make_tensor_value_info(w.name, w.data_type, w.dims) for w in weights)
+    small = [i for i in skeleton.graph.initializer if i.ByteSize() <= SMALL_CONSTANT]
+    del skeleton.graph.initializer[:]
+    skeleton.graph.initializer.extend(small)
+    graph = onnx.shape_inference.infer_shapes(skeleton).graph
     return {v.name: v.type.tensor_type.elem_type for v in (*graph.value_info, *graph.output, *graph.input)}
 
 
@@ -100,9 +109,19 @@ def intermediate_ranges(proto: onnx.ModelProto, input_sets: Sequence[dict[str, n
     for inputs in input_sets:
         values = session.run(wanted, {k: inputs[k] for k in feeds_names})
         for name, value in zip(wanted, values, strict=True):
-            magnitude = np.abs(value[np.isfinite(value)])
-            largest[name] = max(largest.get(name, 0.0), float(magnitude.max()) if magnitude.size else 0.0)
+            largest[name] = max(largest.get(name, 0.0), _largest_finite(value))
     return largest
+
+
+def _largest_finite(value: np.ndarray) -> float:
+    """max |x| over the finite values (0 for none); two reductions and no copy when all are finite."""
+    if not value.size:
+        return 0.0
+    top = max(abs(float(value.max())), abs(float(value.min())))
+    if np.isfinite(top):
+        return top
+    finite = np.abs(value[np.isfinite(value)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def out_of_range_nodes(proto: onnx.ModelProto, ranges: dict[str, float]) -> list[KeptNode]:

@@ -8,24 +8,30 @@ from in `metadata_props`.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import onnx
 import torch
+from google.protobuf.message import EncodeError
 from torch import nn
 
 from export.errors import ExportError, UsageError
 from export.iospec import IOSpec
+from export.manifest import sha256_file
 from export.opsets import RuntimeTarget
 
 EXPORTERS = ("dynamo", "legacy")
 LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
 PROTOBUF_LIMIT = 2**31 - 1
+EXTERNAL_FROM = int(PROTOBUF_LIMIT * 0.9)  # weights from this size go to a .data file: the graph needs room too
 METADATA_PREFIX = "modelship."
 
 
@@ -39,11 +45,12 @@ def export_onnx(
     target: RuntimeTarget,
     exporter: str = "dynamo",
     metadata: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """Export `model` to `path`; return details (exporter, opset, ir_version, nodes, external_data)."""
+) -> Exported:
+    """Export `model` to `path` (checked, capped to the target, metadata set); details: exporter, opset,
+    ir_version, nodes, external_data."""
     if exporter not in EXPORTERS:
         raise UsageError(f"unknown exporter {exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
-    external = _parameter_bytes(model) >= PROTOBUF_LIMIT
+    external = _parameter_bytes(model) >= EXTERNAL_FROM
     input_names = [t.name for t in io.inputs]
     output_names = [t.name for t in io.outputs]
     kwargs: dict[str, Any] = {
@@ -64,7 +71,7 @@ def export_onnx(
             warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX", DeprecationWarning)
             warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
             warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
-            torch.onnx.export(model, example_inputs, str(path), **kwargs)
+            proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=exporter == "dynamo")
     except Exception as exc:
         system = _system_cause(exc)
         if system is not None:  # the disk, not the exporter: another exporter would not help
@@ -75,17 +82,35 @@ def export_onnx(
             hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
             details={"step": "onnx_export", "exporter": exporter},
         ) from exc
-    proto = onnx.load(str(path))
     versions = cap_versions(proto, target)
     set_metadata(proto, metadata or {})
-    save_model(proto, path, external=external)
-    check_model(path)
-    return {
-        "exporter": exporter,
-        **versions,
-        "nodes": len(proto.graph.node),
-        "external_data": external,
-    }
+    written = write_model(proto, path, external=external)
+    details = {"exporter": exporter, **versions, "nodes": len(proto.graph.node), "external_data": external}
+    return Exported(proto, written, details)
+
+
+@dataclass(frozen=True)
+class Exported:
+    """An exported, checked and written ONNX model: the proto (kept for the fp16 conversion), the file's sha256 and
+    the details recorded in the manifest."""
+
+    proto: onnx.ModelProto
+    sha256: str
+    details: dict[str, Any]
+
+
+def _run_exporter(
+    model: nn.Module, example_inputs: tuple[torch.Tensor, ...], path: Path, kwargs: dict[str, Any], *, dynamo: bool
+) -> onnx.ModelProto:
+    """The exported model in memory (written to `path` first only when its weights need external data)."""
+    if kwargs["external_data"]:
+        torch.onnx.export(model, example_inputs, str(path), **kwargs)
+        return onnx.load(str(path))
+    if dynamo:
+        return torch.onnx.export(model, example_inputs, **kwargs).model_proto
+    buffer = io.BytesIO()
+    torch.onnx.export(model, example_inputs, buffer, **kwargs)
+    return onnx.load_model_from_string(buffer.getvalue())
 
 
 def first_cause(text: str) -> str:
@@ -153,23 +178,31 @@ def provenance_metadata(**fields: Any) -> dict[str, str]:
     return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in fields.items() if v is not None}
 
 
-def save_model(proto: onnx.ModelProto, path: Path, *, external: bool) -> None:
-    """Save as one file, or as `path` + `path.data` when the weights pass the protobuf limit."""
-    if external or proto.ByteSize() >= PROTOBUF_LIMIT:
+def write_model(proto: onnx.ModelProto, path: Path, *, external: bool = False) -> str:
+    """Check `proto` with `onnx.checker.check_model(full_check=True)` and write it as one file, or as `path` +
+    `path.data` when `external` (weights past the protobuf limit); the written file's sha256. One file is serialized
+    once: the same bytes are checked, hashed and written."""
+    if external:
         Path(f"{path}.data").unlink(missing_ok=True)  # onnx appends to an existing data file
         onnx.save_model(proto, str(path), save_as_external_data=True, location=f"{Path(path).name}.data")
-    else:
-        onnx.save_model(proto, str(path))
-
-
-def check_model(path: Path) -> None:
-    """`onnx.checker.check_model(full_check=True)` on the file, or an ExportError with the checker's message."""
+        check_model(path, Path(path).name)
+        return sha256_file(path)
     try:
-        onnx.checker.check_model(str(path), full_check=True)
+        data = proto.SerializeToString()
+    except (ValueError, EncodeError):  # past the protobuf limit after all (constants the exporter added)
+        return write_model(proto, path, external=True)
+    check_model(data, Path(path).name)
+    Path(path).write_bytes(data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_model(model: Path | bytes, name: str) -> None:
+    """`onnx.checker.check_model(full_check=True)`, or an ExportError naming `name` with the checker's message."""
+    try:
+        onnx.checker.check_model(model if isinstance(model, bytes) else str(model), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
         raise ExportError(
-            f"{Path(path).name} fails the ONNX checker: {str(exc).strip().splitlines()[0]}",
-            details={"step": "onnx_check"},
+            f"{name} fails the ONNX checker: {str(exc).strip().splitlines()[0]}", details={"step": "onnx_check"}
         ) from exc
 
 

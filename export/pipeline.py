@@ -12,7 +12,8 @@ import contextlib
 import json
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,11 +51,10 @@ from export.onnx_export import (
     EXPORTERS,
     LEGACY_MAX_OPSET,
     cap_versions,
-    check_model,
     export_onnx,
     provenance_metadata,
-    save_model,
     set_metadata,
+    write_model,
 )
 from export.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
 from export.parity import (
@@ -68,6 +68,7 @@ from export.parity import (
     random_inputs,
     save_golden,
 )
+from export.parity.isolation import Worker
 from export.pt2_export import compile_aoti, export_program, save_program
 from export.staging import staging_folder, sweep, writable_parent
 from export.torchscript import save_and_reload, script_module, trace_module
@@ -361,15 +362,22 @@ class _Build:
     opset: int
     target: Any
     provenance: dict[str, str]
+    hashes: dict[str, str] = field(default_factory=dict)  # sha256 of the artifacts hashed as they were written
+    nodes: dict[str, int] = field(default_factory=dict)  # node counts of the ONNX artifacts written
+    external_data: bool = False  # the fp32 ONNX weights passed protobuf's limit: the fp16 file is split too
 
     def path(self, name: str) -> Path:
         return self.staging / FILES[name]
 
     def verify(self, name: str, runner: Any, precision: str) -> ParityReport:
+        """`runner` against the eager reference, timed as the step "verify <name>"."""
+        with self.steps(f"verify {name}", name):
+            return self.verify_with(runner, precision)
+
+    def verify_with(self, runner: Any, precision: str) -> ParityReport:
         tolerance = ToleranceConfig.for_precision(precision, self.spec.tolerances)
         reference = self.verification
-        with self.steps(f"verify {name}", name):
-            return compare_runners(reference.reference, runner, reference.inputs, tolerance, labels=reference.labels)
+        return compare_runners(reference.reference, runner, reference.inputs, tolerance, labels=reference.labels)
 
 
 def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityReport]]:
@@ -381,24 +389,42 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
     def record(name: str, fmt: str, precision: str, art_io: IOSpec, report: ParityReport, details: dict) -> None:
         path = build.path(name)
         details = {**details, "bytes": path.stat().st_size, "seconds": build.steps.seconds(name)}
-        artifacts.append(
-            Artifact(name, fmt, precision, FILES[name], sha256_file(path), art_io, report.to_dict(), details)
-        )
+        digest = build.hashes.get(name) or sha256_file(path)
+        artifacts.append(Artifact(name, fmt, precision, FILES[name], digest, art_io, report.to_dict(), details))
         reports[name] = report
 
-    if "torchscript" in spec.formats:
-        for precision in precisions:
-            name = "torchscript" if precision == "fp32" else "torchscript_fp16"
-            half_io = precision == "fp16" and spec.fp16_io
-            art_io = float_io(io, "float16", inputs=half_io, outputs=half_io)
-            report, details = _torchscript(build, name, art_io)
+    # TorchScript verifications run on a second thread while the other formats export: the eager half forward
+    # takes one core only (torch computes float16 on the CPU single-threaded) and the exporters mostly hold the GIL
+    # in Python. The thread only runs the reloaded ScriptModules; everything touching the eager model stays here.
+    background = ThreadPoolExecutor(1, thread_name_prefix="modelship-verify")
+    try:
+        finishing = []
+        if "torchscript" in spec.formats:
+            for precision in reversed(precisions):  # fp16 first: its half verification is the longest
+                name = "torchscript" if precision == "fp32" else "torchscript_fp16"
+                half_io = precision == "fp16" and spec.fp16_io
+                art_io = float_io(io, "float16", inputs=half_io, outputs=half_io)
+                finishing.append((name, precision, art_io, _torchscript(build, name, art_io, background)))
+        _other_formats(build, record)
+        for name, precision, art_io, finish in finishing:
+            report, details = finish()
             record(name, "torchscript", precision, art_io, report, details)
+    finally:
+        background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
+    order = list(FILES)
+    artifacts.sort(key=lambda a: order.index(a.name))
+    return artifacts, {a.name: reports[a.name] for a in artifacts}
+
+
+def _other_formats(build: _Build, record: Any) -> None:
+    """pt2 and ONNX (fp32, then fp16), each verified as it is written."""
+    spec, io = build.spec, build.io
     if "pt2" in spec.formats:
         _pt2(build, record)
     if "onnx" in spec.formats:
         name = "onnx"
         with build.steps("export onnx", name):
-            details = export_onnx(
+            exported = export_onnx(
                 build.model,
                 build.path(name),
                 io,
@@ -408,14 +434,15 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
                 exporter=spec.exporter,
                 metadata=build.provenance | {"precision": "fp32"},
             )
-            check_dynamic_axes(onnx.load(str(build.path(name)), load_external_data=False), io)
-        report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name), "fp32")
-        record(name, "onnx", "fp32", io, report, details)
+            check_dynamic_axes(exported.proto, io)
+        build.hashes[name] = exported.sha256
+        build.external_data = exported.details["external_data"]
+        report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name, fp16=False), "fp32")
+        record(name, "onnx", "fp32", io, report, exported.details)
         if spec.fp16:
             art_io = float_io(io, "float16", inputs=spec.fp16_io, outputs=spec.fp16_io)
-            report, fp16_details = _onnx_fp16(build, art_io)
-            record("onnx_fp16", "onnx", "fp16", art_io, report, {**details, **fp16_details})
-    return artifacts, reports
+            report, fp16_details = _onnx_fp16(build, exported.proto, art_io)
+            record("onnx_fp16", "onnx", "fp16", art_io, report, {**exported.details, **fp16_details})
 
 
 def _pt2(build: _Build, record: Any) -> None:
@@ -430,27 +457,39 @@ def _pt2(build: _Build, record: Any) -> None:
     record("aoti", "aoti", "fp32", build.io, build.verify("aoti", runner, "fp32"), {"compiler": "AOTInductor"})
 
 
-def _torchscript(build: _Build, name: str, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
-    """TorchScript of the model; the fp16 variant takes and returns float32 (casts inside) unless --fp16-io. fp16
-    computes in real half precision on the CPU, so its verdict holds as is; when it fails, the modules whose own
-    half computation diverges are kept in fp32 (measured on the batch that failed) and it is built again."""
+def _torchscript(
+    build: _Build, name: str, io: IOSpec, background: ThreadPoolExecutor
+) -> Callable[[], tuple[ParityReport, dict[str, Any]]]:
+    """TorchScript of the model, written now and verified on `background`; returns what waits for the verdict.
+    The fp16 variant takes and returns float32 (casts inside) unless --fp16-io. fp16 computes in real half
+    precision on the CPU, so its verdict holds as is; when it fails, the modules whose own half computation
+    diverges are kept in fp32 (measured on the batch that failed) and it is built and verified again."""
     half = name.endswith("fp16")
+    precision = "fp16" if half else "fp32"
     details: dict[str, Any] = {"method": "trace" if build.spec.trace else "script", "fp16_io": False}
     if half:
         details |= {"fp16_io": build.spec.fp16_io, "fp16_keep": list(build.spec.fp16_keep)}
-    report = _script_and_verify(build, name, io, details, list(build.spec.fp16_keep))
-    if half and not report.passed:
-        failed = build.verification.inputs[report.first_failed_set()]
-        with build.steps("measure fp16 ranges", name):
-            kept = fp16_keep_modules(build.model, [tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)])
-        if kept:
-            details["kept_fp32_modules"] = kept
-            keep = [*build.spec.fp16_keep, *(k["module"] for k in kept)]
-            report = _script_and_verify(build, name, io, details, keep)
-    return report, details
+    runner = TorchRunner(_script(build, name, details, list(build.spec.fp16_keep)), io, name=name)
+    verdict = background.submit(build.verify, name, runner, precision)
+
+    def finish() -> tuple[ParityReport, dict[str, Any]]:
+        report = verdict.result()
+        if half and not report.passed:
+            failed = build.verification.inputs[report.first_failed_set()]
+            with build.steps("measure fp16 ranges", name):
+                batch = tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)
+                kept = fp16_keep_modules(build.model, [batch])
+            if kept:
+                details["kept_fp32_modules"] = kept
+                keep = [*build.spec.fp16_keep, *(k["module"] for k in kept)]
+                report = build.verify(name, TorchRunner(_script(build, name, details, keep), io, name=name), precision)
+        return report, details
+
+    return finish
 
 
-def _script_and_verify(build: _Build, name: str, io: IOSpec, details: dict[str, Any], keep: list[str]) -> ParityReport:
+def _script(build: _Build, name: str, details: dict[str, Any], keep: list[str]) -> Any:
+    """Script (or trace) the model, or its half copy keeping `keep` in fp32; saved and loaded back."""
     half = name.endswith("fp16")
     half_io = details["fp16_io"]
     module = build.model
@@ -467,17 +506,25 @@ def _script_and_verify(build: _Build, name: str, io: IOSpec, details: dict[str, 
             details["tracer_warnings"] = notes
         else:
             scripted = script_module(module)
-        loaded = save_and_reload(scripted, build.path(name))
-    return build.verify(name, TorchRunner(loaded, io, name=name), "fp16" if half else "fp32")
+        return save_and_reload(scripted, build.path(name))
 
 
-def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
+def _onnx_fp16(build: _Build, fp32: onnx.ModelProto, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]:
     """Convert the fp32 ONNX file keeping in fp32 the nodes whose measured ranges leave float16's (and the modules
     of --fp16-keep); verify it twice: as ONNX Runtime runs it here, and as fp16 really computes
     (export.fp16_ranges.emulate_fp16), which a CPU run cannot show. If parity fails, retry keeping more sensitive
     ops in fp32 (FP16_ATTEMPTS), then find the fewest modules of the failing region to keep (bisection)."""
+    worker = Worker(preload=("onnxruntime",))  # the CPU runs' child, importing while the ranges are measured
+    try:
+        return _onnx_fp16_in(build, fp32, io, worker)
+    finally:
+        worker.close()
+
+
+def _onnx_fp16_in(
+    build: _Build, fp32: onnx.ModelProto, io: IOSpec, worker: Worker
+) -> tuple[ParityReport, dict[str, Any]]:
     name = "onnx_fp16"
-    fp32 = onnx.load(str(build.path("onnx")))
     name_nodes(fp32)
     with build.steps("measure fp16 ranges", name):
         kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, build.verification.inputs))
@@ -492,7 +539,7 @@ def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]
         if attempts and present == kept:
             continue  # this block list keeps no op the previous attempt converted: same graph
         kept = present
-        report, cpu = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept))
+        report, cpu = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept), worker)
         attempts.append({"kept_fp32": kept, "reason": reason, "passed": report.passed, "failures": report.failures()})
         attempts[-1]["cpu_run"] = {"passed": cpu.passed, "failures": cpu.failures()}
         if report.passed:
@@ -504,9 +551,9 @@ def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]
         if found:
             keep_modules += found
             nodes += nodes_of(fp32, found)
-            report, _ = _fp16_attempt(build, fp32, io, block, nodes, f"modules {', '.join(found)}")
+            report, _ = _fp16_attempt(build, fp32, io, block, nodes, f"modules {', '.join(found)}", worker)
     details = {
-        "nodes": len(onnx.load(str(build.path(name)), load_external_data=False).graph.node),
+        "nodes": build.nodes[name],
         "fp16_io": build.spec.fp16_io,
         "kept_fp32_ops": kept,
         "kept_fp32_nodes": [k.to_dict() for k in kept_nodes],
@@ -517,40 +564,42 @@ def _onnx_fp16(build: _Build, io: IOSpec) -> tuple[ParityReport, dict[str, Any]]
 
 
 def _fp16_attempt(
-    build: _Build, fp32: onnx.ModelProto, io: IOSpec, block: Sequence[str], nodes: list[str], label: str
+    build: _Build,
+    fp32: onnx.ModelProto,
+    io: IOSpec,
+    block: Sequence[str],
+    nodes: list[str],
+    label: str,
+    worker: Worker,
 ) -> tuple[ParityReport, ParityReport]:
     """Write the fp16 artifact keeping `block` ops and `nodes` in fp32; (the verdict, the CPU run's report). The
     verdict fails when either the emulated fp16 run or ONNX Runtime's CPU run fails."""
     name = "onnx_fp16"
-    path = build.path(name)
     with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
         proto = convert_onnx_fp16(
             fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
         )
         cap_versions(proto, build.target)
         set_metadata(proto, build.provenance | {"precision": "fp16"})
-        save_model(proto, path, external=False)
-        check_model(path)
+        build.hashes[name] = write_model(proto, build.path(name), external=build.external_data)
+        build.nodes[name] = len(proto.graph.node)
     # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
-    runner = OnnxRuntimeRunner(path, io, name=name, isolated=True)
+    runner = OnnxRuntimeRunner(build.path(name), io, name=name, isolated=True, fp16=True, worker=worker)
     try:
         cpu = build.verify(name, runner, "fp16")
     finally:
-        runner.close()
-    real = build.verify(name, _emulated_runner(build, fp32, block, nodes), "fp16")
+        runner.close()  # a child of its own only if the worker died
+    with build.steps(f"verify {name}", name):
+        real = build.verify_with(_emulated_runner(fp32, block, nodes), "fp16")
     report = cpu if real.passed else real  # the failing one, so its reasons are the ones shown
     report.passed = real.passed and cpu.passed
     return report, cpu
 
 
-def _emulated_runner(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
+def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
     """A runner of the fp16 artifact as float16 really computes (fp32 graph rounding at every fp16 boundary)."""
-    path = build.staging / "fp16-emulated.onnx"
-    save_model(emulate_fp16(fp32, nodes, block), path, external=False)
-    runner = OnnxRuntimeRunner(path, name="onnx_fp16")
-    runner.session  # noqa: B018 - created now, so the file can go
-    path.unlink()
-    return runner
+    emulated = emulate_fp16(fp32, nodes, block).SerializeToString()
+    return OnnxRuntimeRunner(Path("fp16-emulated.onnx"), name="onnx_fp16", fp16=True, model=emulated)
 
 
 def _bisect_fp16(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> list[str]:
@@ -566,7 +615,7 @@ def _bisect_fp16(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nod
     reference = build.verification
 
     def passes(chosen: list[str]) -> bool:
-        runner = _emulated_runner(build, fp32, block, nodes + nodes_of(fp32, chosen))
+        runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen))
         return compare_runners(reference.reference, runner, reference.inputs, tolerance).passed
 
     candidates = modules[start:]

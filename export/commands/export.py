@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +20,37 @@ DEFAULT_OUT = Path("exports")
 
 
 class ProgressListener:
-    """A spinner per running step and one line with its time when it ends, on stderr."""
+    """One spinner naming the steps running (TorchScript verifies on a second thread beside the other exports) and
+    one line with its time when each ends, on stderr. Called from both threads."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
+        self._running: list[str] = []
         self._status: Status | None = None
+        self._lock = threading.Lock()
 
     def started(self, step: str) -> None:
-        self._status = self.console.status(step)
-        self._status.start()
+        with self._lock:
+            self._running.append(step)
+            self._show()
 
     def finished(self, step: str, seconds: float, ok: bool) -> None:
-        if self._status is not None:
-            self._status.stop()
-            self._status = None
-        mark = "[green]✓[/]" if ok else "[red]✗[/]"
-        self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
+        with self._lock:
+            self._running.remove(step)
+            self._show()
+            mark = "[green]✓[/]" if ok else "[red]✗[/]"
+            self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
+
+    def _show(self) -> None:
+        if not self._running:
+            if self._status is not None:
+                self._status.stop()
+                self._status = None
+        elif self._status is None:
+            self._status = self.console.status(" · ".join(self._running))
+            self._status.start()
+        else:
+            self._status.update(" · ".join(self._running))
 
 
 @click.command("export", cls=GuardedCommand)

@@ -2,8 +2,9 @@
 
 The child is a fresh interpreter (`python -c ...`, so the caller's script is never re-run, and
 no forked copy of a torch-laden parent). It receives the parent's `sys.path` and a picklable factory, builds its
-runner, and answers pickled `run` requests on stdin/stdout until stdin closes; its own prints go to stderr. If it
-dies, the parent raises `ParityError("<what> crashed (signal 11) on <target>")` instead of going down with it.
+runner, and answers pickled `run` requests on stdin/stdout until stdin closes (a later `start` replaces the runner,
+so one `Worker` serves several checks); its own prints go to stderr. If it dies, the parent raises
+`ParityError("<what> crashed (signal 11) on <target>")` instead of going down with it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import subprocess
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -25,54 +26,86 @@ from export.errors import ModelshipError, ParityError
 CHILD_MAIN = f"from {__name__} import serve; serve()"
 
 
+class Worker:
+    """A child interpreter answering pickled requests. It starts at construction and imports `preload` (module
+    names from this code, never from data) straight away, so that cost overlaps the caller's own work; it serves
+    one runner after another until closed."""
+
+    def __init__(self, preload: Sequence[str] = ()) -> None:
+        code = "".join(f"import {module}; " for module in preload) + CHILD_MAIN
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy()
+        )
+        weakref.finalize(self, _stop, self.process)
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def exchange(self, message: tuple[str, Any]) -> tuple[str, Any]:
+        """Send one request, return (status, payload); EOFError or a broken pipe when the child died."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        _send(self.process.stdin, message)
+        return pickle.load(self.process.stdout)
+
+    def close(self) -> None:
+        """Stop the child (idempotent)."""
+        _stop(self.process)
+
+
 class IsolatedRunner:
-    """A Runner whose work happens in a child process built by `factory()` (started on first use)."""
+    """A Runner whose work happens in a child process built by `factory()`: in `worker` when one is given (the
+    caller keeps it and closes it), else in a child of its own started on first use."""
 
     def __init__(
-        self, factory: Callable[[], Any], name: str, *, what: str, target: str, hint: str | None = None
+        self,
+        factory: Callable[[], Any],
+        name: str,
+        *,
+        what: str,
+        target: str,
+        hint: str | None = None,
+        worker: Worker | None = None,
     ) -> None:
         self.name = name
         self._factory = factory
         self._what = what
         self._target = target
         self._hint = hint
-        self._process: subprocess.Popen[bytes] | None = None
+        self._worker = worker
+        self._owned = worker is None
+        self._started = False
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        process = self._start()
-        return self._exchange(process, ("run", inputs))
+        return self._exchange(self._start(), ("run", inputs))
 
     def close(self) -> None:
-        """Stop the child (idempotent)."""
-        if self._process is not None:
-            _stop(self._process)
-        self._process = None
+        """Stop the child, unless it is the caller's worker (idempotent)."""
+        if self._worker is not None and self._owned:
+            self._worker.close()
+            self._worker = None
+        self._started = False
 
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._process is not None:
-            return self._process
-        process = subprocess.Popen(
-            [sys.executable, "-c", CHILD_MAIN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=os.environ.copy()
-        )
-        self._process = process
-        weakref.finalize(self, _stop, process)
-        # the factory travels pickled inside the message, so the child can set sys.path before unpickling it
-        self._exchange(process, ("start", (list(sys.path), pickle.dumps(self._factory))))
-        return process
+    def _start(self) -> Worker:
+        if self._worker is None or not self._worker.alive:
+            self._worker, self._owned, self._started = Worker(), True, False
+        if not self._started:
+            # the factory travels pickled inside the message, so the child can set sys.path before unpickling it
+            self._exchange(self._worker, ("start", (list(sys.path), pickle.dumps(self._factory))))
+            self._started = True
+        return self._worker
 
-    def _exchange(self, process: subprocess.Popen[bytes], message: tuple[str, Any]) -> Any:
-        assert process.stdin is not None and process.stdout is not None
+    def _exchange(self, worker: Worker, message: tuple[str, Any]) -> Any:
         try:
-            _send(process.stdin, message)
-            status, payload = pickle.load(process.stdout)
+            status, payload = worker.exchange(message)
         except (EOFError, BrokenPipeError, ConnectionResetError, pickle.UnpicklingError):
-            raise self._crashed(process) from None
+            raise self._crashed(worker.process) from None
         if status == "error":
             raise ParityError(payload)  # the child's own message, which names the runner and the file
         return payload
 
     def _crashed(self, process: subprocess.Popen[bytes]) -> ParityError:
-        self._process = None
+        self._started = False
         try:
             code = process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -17,7 +17,7 @@ import numpy as np
 from export.errors import ParityError
 from export.iospec import IOSpec
 from export.outputs import flatten_outputs
-from export.parity.isolation import IsolatedRunner
+from export.parity.isolation import IsolatedRunner, Worker
 
 Tensors = dict[str, np.ndarray]
 
@@ -84,9 +84,11 @@ class TorchRunner:
 
 
 class OnnxRuntimeRunner:
-    """An ONNX file in ONNX Runtime (session from `make_session`, created on first use). Inputs are cast to the
+    """An ONNX file in ONNX Runtime (session from `make_session`, created on first use; `model` holds the file's
+    serialized bytes when the caller has them, `fp16` whether it is an fp16 graph when known). Inputs are cast to the
     session's declared input dtypes (fp16 I/O models take float32 arrays). With `isolated=True` the session lives
-    in a child process and a native crash becomes a ParityError instead of killing the caller."""
+    in a child process (`worker`'s when given) and a native crash becomes a ParityError instead of killing the
+    caller."""
 
     def __init__(
         self,
@@ -97,24 +99,36 @@ class OnnxRuntimeRunner:
         session_options: Any = None,
         *,
         isolated: bool = False,
+        fp16: bool | None = None,
+        model: bytes | None = None,
+        worker: Worker | None = None,
     ) -> None:
-        if isolated and session_options is not None:
-            raise ValueError("session_options cannot be sent to an isolated runner's child process")
+        if isolated and (session_options is not None or model is not None):
+            raise ValueError("session_options and model bytes are not sent to an isolated runner's child process")
         self.path = Path(path)
         self.io = io
         self.name = name
         self.providers = providers
         self._options = session_options
+        self._fp16 = fp16
+        self._model = model
         self._isolated: IsolatedRunner | None = None
         self._session: Any = None
         if isolated:
-            factory = functools.partial(OnnxRuntimeRunner, self.path, io, name, providers or default_providers())
-            self._isolated = IsolatedRunner(factory, name, what="ONNX Runtime", target=self.path.name, hint=CRASH_HINT)
+            factory = functools.partial(
+                OnnxRuntimeRunner, self.path, io, name, providers or default_providers(), fp16=fp16
+            )
+            self._isolated = IsolatedRunner(
+                factory, name, what="ONNX Runtime", target=self.path.name, hint=CRASH_HINT, worker=worker
+            )
 
     @property
     def session(self) -> Any:
         if self._session is None:
-            self._session = make_session(self.path, self.providers, session_options=self._options)
+            self._session = make_session(
+                self.path, self.providers, session_options=self._options, fp16=self._fp16, model=self._model
+            )
+            self._model = None
         return self._session
 
     def run(self, inputs: Tensors) -> Tensors:
@@ -157,11 +171,16 @@ class GoldenRunner:
 
 
 def make_session(
-    path: Path, providers: list[str] | None = None, *, session_options: Any = None, fp16: bool | None = None
+    path: Path,
+    providers: list[str] | None = None,
+    *,
+    session_options: Any = None,
+    fp16: bool | None = None,
+    model: bytes | None = None,
 ) -> Any:
     """THE place ONNX Runtime sessions are created: ENABLE_ALL graph optimizations, intra-op threads = cores, the
     CPU provider unless CUDA is really usable, and the fp16 segfault workaround for fp16 graphs (`fp16=None`
-    detects them from the file)."""
+    detects them from the file). `model`: the file's serialized bytes when the caller holds them (read no file)."""
     import onnxruntime as ort
 
     path = Path(path)
@@ -174,7 +193,8 @@ def make_session(
         fp16 = is_fp16_model(path)
     extra = {"disabled_optimizers": FP16_DISABLED_OPTIMIZERS} if fp16 else {}
     try:
-        return ort.InferenceSession(str(path), session_options, providers=providers or default_providers(), **extra)
+        source = str(path) if model is None else model
+        return ort.InferenceSession(source, session_options, providers=providers or default_providers(), **extra)
     except _ort_errors() as exc:
         raise ParityError(f"ONNX Runtime cannot load {path}: {_first_line(exc)}") from None
 

@@ -2,7 +2,9 @@
 verification of every artifact), step by step, against the bare library calls doing the same job in the same
 process: torch.load + load_state_dict, torch.jit.script + save + load, torch.onnx.export, onnxruntime's fp16
 converter + onnx.save, and for each verification an ONNX Runtime session (or the loaded module) + one run per input
-set. The ratio is the overhead the tool adds (checks, metadata, comparisons, crash isolation, atomic writes).
+set. The ratio is the overhead the tool adds (checks, metadata, comparisons, the fp16 range pass and emulated
+verification, crash isolation, atomic writes); the pipeline overlaps TorchScript verification with the ONNX
+export, so per-step rows of overlapping steps include the contention and `end to end` is the figure to read.
 Exporters are warmed up on a tiny module first so that neither side pays one-time import costs."""
 
 from __future__ import annotations
