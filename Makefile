@@ -85,7 +85,7 @@ compat: setup
 
 ## make demo: train the digits classifier, export, verify, publish, serve with Triton, classify over HTTP and gRPC
 demo: setup
-	$(BIN)/python -m serve.demo
+	$(BIN)/python -m modelship.demo
 
 ## make serve: serve model_repo/ with a local Triton server
 serve: setup

@@ -2,5 +2,3 @@
 
 Importing this package is cheap: heavy dependencies (torch, onnx) are imported by the submodules that need them.
 """
-
-__version__ = "0.1.0"

@@ -9,12 +9,13 @@ import numpy as np
 import onnx
 from torch import nn
 
-from export.fp16 import FP16_ATTEMPTS
-from export.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
-from export.iospec import IOSpec
-from export.manifest import Artifact
-from export.parity.localize import Explanation, localize_onnx, localize_torchscript
-from export.torchscript import load_torchscript
+from modelship.contract.artifacts import EXPORT_FILES
+from modelship.contract.iospec import IOSpec
+from modelship.contract.manifest import Artifact
+from modelship.export.fp16 import FP16_ATTEMPTS
+from modelship.export.parity.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
+from modelship.export.parity.localize import Explanation, localize_onnx, localize_torchscript
+from modelship.export.torchscript import load_torchscript
 
 
 def explain_artifact(
@@ -24,7 +25,7 @@ def explain_artifact(
     as float16 really computes (its fp32 sibling `model.onnx`, rounded as the artifact keeps it)."""
     precision = artifact.precision
     if artifact.format == "onnx":
-        proto = onnx.load(str(folder / ("model.onnx" if precision == "fp16" else artifact.file)))
+        proto = onnx.load(str(folder / (EXPORT_FILES["onnx"] if precision == "fp16" else artifact.file)))
         if precision == "fp16":
             name_nodes(proto)
             kept = [k["node"] for k in artifact.details.get("kept_fp32_nodes", [])]
@@ -49,7 +50,7 @@ def _underflow_notes(model: nn.Module, io: IOSpec, inputs: dict[str, np.ndarray]
     """A note per eager output that float16 cannot represent at all (every value below its smallest normal)."""
     import torch
 
-    from export.outputs import flatten_outputs
+    from modelship.contract.outputs import flatten_outputs
 
     with torch.inference_mode():
         result = model(*[torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs])

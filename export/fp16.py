@@ -19,9 +19,9 @@ import onnx
 import torch
 from torch import nn
 
-from export.errors import ExportError
-from export.fp16_ranges import tensor_types
-from export.iospec import IOSpec
+from modelship.contract.errors import ExportError
+from modelship.contract.iospec import IOSpec
+from modelship.export.parity.fp16_ranges import tensor_types, unsupported_ops
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
 _NORMALISATION = ("LayerNormalization", "Softmax", "ReduceMean", "GroupNormalization", "InstanceNormalization")
@@ -115,13 +115,6 @@ def _drop_round_trips(proto: onnx.ModelProto) -> None:
     graph.node.extend(kept)
 
 
-def unsupported_ops() -> tuple[str, ...]:
-    """Op types ONNX Runtime's converter always leaves in fp32 (no fp16 kernels): its DEFAULT_OP_BLOCK_LIST."""
-    from onnxruntime.transformers import float16
-
-    return tuple(float16.DEFAULT_OP_BLOCK_LIST)
-
-
 def present_ops(proto: onnx.ModelProto, op_types: Sequence[str]) -> list[str]:
     """The op types of `op_types` that occur in the graph (what a block list actually kept in fp32)."""
     used = {node.op_type for node in proto.graph.node}
@@ -144,7 +137,7 @@ def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ..
     on the CPU for real): while the half model's outputs are not finite or differ from fp32, replay each module in
     half on the inputs the fp32 model gave it and keep the first whose own computation diverges (overflow,
     underflow, lost precision). [{"module", "reason"}]."""
-    from export.parity.localize import replay
+    from modelship.export.parity.localize import replay
 
     kept: list[dict] = []
     for _ in range(rounds):
@@ -163,7 +156,7 @@ def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ..
 
 
 def _diverges(model: nn.Module, half: nn.Module, batch: tuple[torch.Tensor, ...]) -> bool:
-    from export.parity.localize import divergence, first_tensor
+    from modelship.export.parity.localize import divergence, first_tensor
 
     with torch.inference_mode():
         reference = first_tensor(model(*batch))

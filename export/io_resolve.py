@@ -14,16 +14,17 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
-from export.errors import ExportError, UsageError
-from export.iospec import BATCH, DTYPES, IOSpec, TensorSpec
-from export.outputs import flatten_outputs
-from export.parity.inputs import DEFAULT_DIM_SIZE, random_inputs
+from modelship.contract.errors import ExportError, UsageError
+from modelship.contract.iospec import BATCH, DTYPES, IOSpec, TensorSpec
+from modelship.contract.outputs import flatten_outputs
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.parity.inputs import DEFAULT_DIM_SIZE, random_inputs
 
 DEFAULT_IMAGE_SIZE = 224
 IMAGE_AXES = ("channels", "height", "width")
@@ -50,7 +51,14 @@ class ResolvedInputs:
         return size + 1 if size <= 2 else size - max(1, size // 4)
 
 
-def parse_input_option(text: str) -> tuple[TensorSpec, dict[str, int]]:
+class InputOption(NamedTuple):
+    """One parsed `--input`: the tensor and the example sizes it gives its named axes."""
+
+    spec: TensorSpec
+    sizes: dict[str, int]
+
+
+def parse_input_option(text: str) -> InputOption:
     """Parse `name:dims:dtype[:low..high]`, dims comma-separated ints or axis names, a name optionally with
     `=size` for its example size: `input_ids:batch,sequence=32:int64:0..30522`."""
     parts = text.split(":")
@@ -78,7 +86,7 @@ def parse_input_option(text: str) -> tuple[TensorSpec, dict[str, int]]:
             sizes[axis] = int(size)
     if dtype not in DTYPES:
         raise UsageError(f"--input {text!r}: unknown dtype {dtype!r}", hint=f"use one of {', '.join(DTYPES)}")
-    return TensorSpec(name, tuple(shape), dtype, value_range), sizes
+    return InputOption(TensorSpec(name, tuple(shape), dtype, value_range), sizes)
 
 
 def _parse_range(text: str, range_text: str) -> tuple[float, float]:
@@ -112,12 +120,13 @@ def resolve_inputs(
     *,
     arch: str | None = None,
     metadata: dict[str, Any] | None = None,
-    input_options: Sequence[str] = (),
+    preprocess: PreprocessSpec | None = None,
+    input_options: Sequence[InputOption | str] = (),
     dynamic: Sequence[str] = (),
 ) -> ResolvedInputs:
     """Input specs with "batch" leading every input, plus `dynamic` axes made dynamic (see module doc)."""
     if input_options:
-        parsed = [parse_input_option(text) for text in input_options]
+        parsed = [parse_input_option(o) if isinstance(o, str) else o for o in input_options]
         resolved = ResolvedInputs(
             tuple(spec for spec, _ in parsed), {k: v for _, s in parsed for k, v in s.items()}, "flag"
         )
@@ -125,11 +134,11 @@ def resolve_inputs(
         io = IOSpec.from_dict(metadata["io"])
         resolved = ResolvedInputs(io.inputs, {}, "metadata")
     else:
-        resolved = _image_inputs(model, arch, (metadata or {}).get("preprocess"))
+        resolved = _image_inputs(model, arch, preprocess)
     return _apply_dynamic(resolved, dynamic, len(forward_input_names(model)))
 
 
-def _image_inputs(model: nn.Module, arch: str | None, preprocess: dict[str, Any] | None) -> ResolvedInputs:
+def _image_inputs(model: nn.Module, arch: str | None, preprocess: PreprocessSpec | None) -> ResolvedInputs:
     names = forward_input_names(model)
     if len(names) != 1:
         raise UsageError(
@@ -147,18 +156,14 @@ def _image_inputs(model: nn.Module, arch: str | None, preprocess: dict[str, Any]
     return ResolvedInputs((TensorSpec(names[0], shape),), {"height": height, "width": width}, "architecture")
 
 
-def image_size(model: nn.Module, arch: str | None, preprocess: dict[str, Any] | None = None) -> tuple[int, int]:
+def image_size(model: nn.Module, arch: str | None, preprocess: PreprocessSpec | None = None) -> tuple[int, int]:
     """(height, width) the model expects: its own attribute, the crop of the checkpoint's own preprocessing spec,
     timm's pretrained_cfg, torchvision's weights, else 224."""
     own = getattr(model, "image_size", None)  # torchvision VisionTransformer
     if isinstance(own, int):
         return own, own
-    if preprocess:
-        from preprocess import PreprocessSpec
-
-        size = PreprocessSpec.from_dict(preprocess).output_hw
-        if size:
-            return size
+    if preprocess is not None and preprocess.output_hw:
+        return preprocess.output_hw
     cfg = getattr(model, "pretrained_cfg", None)  # timm
     if isinstance(cfg, dict) and cfg.get("input_size"):
         _, height, width = cfg["input_size"]

@@ -6,10 +6,7 @@ Labels in the checkpoint's metadata always win; these apply only when the head h
 
 from __future__ import annotations
 
-from typing import Any
-
-from export.errors import ModelshipError
-from export.iospec import TensorSpec
+from modelship.contract.iospec import TensorSpec
 
 
 def default_labels(arch: str, output: TensorSpec) -> list[str] | None:
@@ -43,24 +40,3 @@ def _timm_labels(name: str, classes: int) -> list[str] | None:
     if info.num_classes() != classes:
         return None
     return [info.index_to_description(i).split(",")[0] for i in range(classes)]
-
-
-def clean_labels(labels: Any, source: str) -> tuple[list[str], list[int]]:
-    """Labels as Triton's one-label-per-line `labels.txt` needs them: strings (ints are written as text) with
-    every line break replaced by a space, so the file has exactly one line per class. Returns the labels and the
-    indices that changed; a ModelshipError for anything that is not a list of strings."""
-    if not isinstance(labels, (list, tuple)) or not all(isinstance(v, (str, int)) for v in labels):
-        raise ModelshipError(
-            f"{source}: labels must be a list of strings (one per class), got {_describe(labels)}",
-            hint="fix the labels, or pass --labels FILE to publish",
-        )
-    cleaned = [" ".join(str(label).splitlines()).strip() if isinstance(label, str) else str(label) for label in labels]
-    changed = [i for i, (old, new) in enumerate(zip(labels, cleaned, strict=True)) if str(old) != new]
-    return cleaned, changed
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        odd = next(v for v in value if not isinstance(v, (str, int)))
-        return f"a list holding a {type(odd).__name__}"
-    return f"a {type(value).__name__}"

@@ -23,10 +23,10 @@ import torch
 from google.protobuf.message import EncodeError
 from torch import nn
 
-from export.errors import ExportError, UsageError
-from export.iospec import IOSpec
-from export.manifest import sha256_file
-from export.opsets import RuntimeTarget
+from modelship.contract.errors import ExportError, UsageError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.manifest import sha256_file
+from modelship.contract.opsets import RuntimeTarget
 
 EXPORTERS = ("dynamo", "legacy")
 LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20

@@ -24,9 +24,16 @@ import onnx
 import torch
 from torch import nn
 
-from export import __version__
-from export.errors import ExportError, ParityError, UsageError
-from export.fp16 import (
+from modelship import __version__
+from modelship.contract.artifacts import DEFAULT_FORMATS, EXPORT_FILES, EXPORT_FORMATS, GOLDEN_FILE, SIDECAR_FILE
+from modelship.contract.errors import ExportError, ParityError, UsageError, os_failure
+from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
+from modelship.contract.manifest import Artifact, Manifest, Source, StepTiming, sha256_file
+from modelship.contract.names import check_name
+from modelship.contract.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
+from modelship.export.fp16 import (
     FP16_ATTEMPTS,
     convert_onnx_fp16,
     fp16_keep_modules,
@@ -34,20 +41,17 @@ from export.fp16 import (
     half_with_float_io,
     present_ops,
 )
-from export.fp16_ranges import (
-    emulate_fp16,
-    intermediate_ranges,
-    name_nodes,
-    node_module,
-    nodes_of,
-    out_of_range_nodes,
+from modelship.export.io_resolve import (
+    InputOption,
+    ResolvedInputs,
+    base_sizes,
+    discover_outputs,
+    parse_input_option,
+    resolve_inputs,
+    torch_inputs,
 )
-from export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
-from export.iospec import BATCH, IOSpec, TensorSpec
-from export.labels import default_labels
-from export.manifest import Artifact, Manifest, Source, sha256_file
-from export.names import check_name
-from export.onnx_export import (
+from modelship.export.labels import default_labels
+from modelship.export.onnx_export import (
     EXPORTERS,
     LEGACY_MAX_OPSET,
     cap_versions,
@@ -56,8 +60,7 @@ from export.onnx_export import (
     set_metadata,
     write_model,
 )
-from export.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
-from export.parity import (
+from modelship.export.parity import (
     GoldenRunner,
     OnnxRuntimeRunner,
     ParityReport,
@@ -68,23 +71,17 @@ from export.parity import (
     random_inputs,
     save_golden,
 )
-from export.parity.isolation import Worker
-from export.pt2_export import compile_aoti, export_program, save_program
-from export.staging import staging_folder, sweep, writable_parent
-from export.torchscript import save_and_reload, script_module, trace_module
-
-FORMATS = ("torchscript", "onnx", "pt2")
-DEFAULT_FORMATS = ("torchscript", "onnx")  # pt2 only when asked (--pt2): an AOTInductor compile takes a while
-GOLDEN_NAME = "golden.npz"
-SIDECAR_NAME = "checkpoint.json"
-FILES = {  # artifact name -> file name
-    "torchscript": "model.pt",
-    "torchscript_fp16": "model.fp16.pt",
-    "onnx": "model.onnx",
-    "onnx_fp16": "model.fp16.onnx",
-    "pt2": "model.pt2",
-    "aoti": "model.aoti.pt2",
-}
+from modelship.export.parity.fp16_ranges import (
+    emulate_fp16,
+    intermediate_ranges,
+    name_nodes,
+    node_module,
+    nodes_of,
+    out_of_range_nodes,
+)
+from modelship.export.parity.isolation import Worker
+from modelship.export.pt2_export import compile_aoti, export_program, save_program
+from modelship.export.torchscript import save_and_reload, script_module, trace_module
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,7 @@ class ExportSpec:
     opset: int | None = None
     exporter: str = "dynamo"
     trace: bool = False
-    input_options: tuple[str, ...] = ()
+    input_options: tuple[InputOption | str, ...] = ()  # --input values, parsed here: refused before any loading
     dynamic: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (1, 7)
     tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -111,9 +108,11 @@ class ExportSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or DEFAULT_FORMATS)))
-        unknown = sorted(set(self.formats) - set(FORMATS))
+        parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
+        object.__setattr__(self, "input_options", parsed)
+        unknown = sorted(set(self.formats) - set(EXPORT_FORMATS))
         if unknown:
-            raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(FORMATS)}")
+            raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(EXPORT_FORMATS)}")
         if self.exporter not in EXPORTERS:
             raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
         if self.fp16_io and not self.fp16:
@@ -132,17 +131,6 @@ class ExportSpec:
     @property
     def name(self) -> str:
         return self.out_dir.name
-
-
-@dataclass
-class StepTiming:
-    step: str
-    seconds: float
-    artifact: str | None = None
-    ok: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "artifact": self.artifact, "seconds": round(self.seconds, 4), "ok": self.ok}
 
 
 class Listener(Protocol):
@@ -212,14 +200,15 @@ def run_export(
     *,
     source: Source,
     metadata: dict[str, Any] | None = None,
-    preprocess: dict[str, Any] | None = None,
+    preprocess: PreprocessSpec | None = None,
     sidecar: dict[str, Any] | None = None,
     steps: Steps | None = None,
 ) -> ExportResult:
     """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
 
-    `metadata` is the checkpoint's metadata (may hold "io", "preprocess", "labels"); `preprocess` a
-    PreprocessSpec dict when known; `sidecar` is written as checkpoint.json beside the artifacts.
+    `metadata` is the checkpoint's metadata (may hold "io", "labels"); `preprocess` the model's preprocessing spec
+    when known (the loader's `LoadedModel.preprocess`); `sidecar` is written as checkpoint.json beside the
+    artifacts.
     """
     metadata = dict(metadata or {})
     dest = spec.out_dir
@@ -234,20 +223,20 @@ def run_export(
             model,
             arch=source.arch,
             metadata=metadata,
+            preprocess=preprocess,
             input_options=spec.input_options,
             dynamic=spec.dynamic,
         )
         io = discover_outputs(model, resolved)
     with steps("reference outputs (eager)"):
         verification = _reference(model, io, resolved, spec)
-    preprocess = preprocess if preprocess is not None else metadata.get("preprocess")
     provenance = provenance_metadata(
         name=spec.name,
         checkpoint_sha256=source.sha256,
         arch=source.arch,
         version=__version__,
         io=io.to_dict(),
-        preprocess=preprocess,
+        preprocess=preprocess.to_dict() if preprocess is not None else None,
     )
     example = torch_inputs(io, base_sizes(resolved), spec.seed)
 
@@ -276,9 +265,9 @@ def run_export(
                     "explain": {name: e.to_dict() for name, e in explained.items()},
                 },
             )
-        save_golden(staging / GOLDEN_NAME, verification.inputs, verification.outputs)
+        save_golden(staging / GOLDEN_FILE, verification.inputs, verification.outputs)
         if sidecar is not None:
-            (staging / SIDECAR_NAME).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
+            (staging / SIDECAR_FILE).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
         manifest = Manifest(
             name=spec.name,
             source=source,
@@ -286,8 +275,8 @@ def run_export(
             artifacts=artifacts,
             preprocess=preprocess,
             labels=metadata.get("labels") or default_labels(source.arch, io.outputs[0]),
-            golden=GOLDEN_NAME,
-            timings=[t.to_dict() for t in steps.timings],
+            golden=GOLDEN_FILE,
+            timings=list(steps.timings),
             tool_version=__version__,
             created=datetime.now(UTC).isoformat(timespec="seconds"),
         )
@@ -306,7 +295,7 @@ def _explain(
     verification: _Verification,
 ) -> dict[str, Any]:
     """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
-    from export.explain import explain_artifact
+    from modelship.export.explain import explain_artifact
 
     explained = {}
     for artifact, report in failed:
@@ -319,7 +308,7 @@ def _explain(
 
 
 def _not_localised(name: str, exc: Exception) -> Any:
-    from export.parity.localize import Explanation
+    from modelship.export.parity.localize import Explanation
 
     return Explanation(name, None, 0, [f"could not localise: {type(exc).__name__}: {exc}"])
 
@@ -367,7 +356,7 @@ class _Build:
     external_data: bool = False  # the fp32 ONNX weights passed protobuf's limit: the fp16 file is split too
 
     def path(self, name: str) -> Path:
-        return self.staging / FILES[name]
+        return self.staging / EXPORT_FILES[name]
 
     def verify(self, name: str, runner: Any, precision: str) -> ParityReport:
         """`runner` against the eager reference, timed as the step "verify <name>"."""
@@ -390,7 +379,7 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
         path = build.path(name)
         details = {**details, "bytes": path.stat().st_size, "seconds": build.steps.seconds(name)}
         digest = build.hashes.get(name) or sha256_file(path)
-        artifacts.append(Artifact(name, fmt, precision, FILES[name], digest, art_io, report.to_dict(), details))
+        artifacts.append(Artifact(name, fmt, precision, EXPORT_FILES[name], digest, art_io, report, details))
         reports[name] = report
 
     # TorchScript verifications run on a second thread while the other formats export: the eager half forward
@@ -411,7 +400,7 @@ def _build_artifacts(build: _Build) -> tuple[list[Artifact], dict[str, ParityRep
             record(name, "torchscript", precision, art_io, report, details)
     finally:
         background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
-    order = list(FILES)
+    order = list(EXPORT_FILES)
     artifacts.sort(key=lambda a: order.index(a.name))
     return artifacts, {a.name: reports[a.name] for a in artifacts}
 
@@ -605,7 +594,7 @@ def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[st
 def _bisect_fp16(build: _Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> list[str]:
     """The fewest modules, from the first one that diverges onwards, whose nodes kept in fp32 make the emulated
     fp16 run pass; [] when even all of them do not."""
-    from export.parity.localize import localize_onnx, minimal_keep
+    from modelship.export.parity.localize import localize_onnx, minimal_keep
 
     emulated = emulate_fp16(fp32, nodes, block)
     first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
@@ -651,18 +640,19 @@ def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:
 
 
 def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
-    """Rename the finished staging folder to `dest`; with `force`, swap out an existing one first."""
-    if not dest.exists():
-        staging.rename(dest)
-        return
-    if not force:
+    """Rename the finished staging folder to `dest` with one journaled commit (contract.staging); with `force`, an
+    existing export is moved aside in the same commit and deleted once the new one is in place."""
+    if dest.exists() and not force:
         refuse_existing(dest, force)
-    retired = staging_folder(dest.parent, dest.name, "replaced")
-    retired.rmdir()
-    dest.rename(retired)
+    plan = Plan(staging_folder(dest.parent, dest.name, "replaced"))
+    if dest.exists():
+        plan.remove(dest)
+    plan.new(staging, dest)
     try:
-        staging.rename(dest)
-    except OSError:
-        retired.rename(dest)
-        raise
-    shutil.rmtree(retired, ignore_errors=True)
+        commit(plan, _unmovable)
+    finally:
+        shutil.rmtree(plan.folder, ignore_errors=True)
+
+
+def _unmovable(path: Path, exc: OSError) -> ExportError:
+    return os_failure(ExportError, exc, f"{path}: cannot move the export into place", "check the folder's permissions")

@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from export.errors import ExportError
-from export.iospec import IOSpec
-from export.onnx_export import dynamic_shapes, first_cause
-from export.outputs import flatten_outputs
+from modelship.contract.errors import ExportError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.outputs import flatten_outputs
+from modelship.export.onnx_export import dynamic_shapes, first_cause
 
 
 class FlatOutputs(nn.Module):

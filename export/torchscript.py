@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from export.errors import ExportError
+from modelship.contract.errors import ExportError
 
 _LOCATION = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 

@@ -77,7 +77,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def invoke(*args: str) -> tuple[int, dict[str, Any]]:
     """Run the real `modelship` CLI in-process with --json; the exit code and its one JSON object."""
-    from export.cli import main
+    from modelship.cli.main import main
 
     result = CliRunner().invoke(main, [*args, "--json"])
     try:

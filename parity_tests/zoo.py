@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from export.checkpoint import sidecar_path, write_sidecar
-from export.realistic import make_realistic
-from preprocess import PreprocessSpec
-from tests.checkpoint_factory import prefixed, save_form
+from modelship.export.checkpoint import sidecar_path, write_sidecar
+from modelship.preprocess import PreprocessSpec
+from modelship.testing.checkpoints import prefixed, save_form
+from modelship.testing.realistic import make_realistic
 
 # The custom image model was "trained" with BGR input and its own statistics: its spec lives in the sidecar.
 MULTIHEAD_PREPROCESS = PreprocessSpec(
@@ -195,10 +195,12 @@ def export_args(entry: ZooEntry, checkpoint: Path, out: Path) -> list[str]:
 
 def _example(entry: ZooEntry, model: torch.nn.Module, photos: list[Path]) -> Any:
     if entry.images:
-        from export.parity.pipelines import training_transform
-        from preprocess import load_image
+        from modelship.export.parity.pipelines import training_transform
+        from modelship.preprocess import load_image
 
-        transform = training_transform(model, entry.arch, entry.sidecar, entry.name).transform
+        own = entry.sidecar.get("preprocess")
+        spec = PreprocessSpec.from_dict(own) if own is not None else None
+        transform = training_transform(model, entry.arch, spec, entry.name).transform
         batch = torch.stack([transform(load_image(p)) for p in photos])
         noise = torch.randn(batch.shape, generator=torch.Generator().manual_seed(0))  # what random parity feeds
         return torch.cat([batch, batch.flip(-1), noise])

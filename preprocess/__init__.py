@@ -1,12 +1,21 @@
 """modelship preprocess: one image-preprocessing implementation (numpy + Pillow, no torch) used everywhere.
 
-`PreprocessSpec` says what to do (and is stored in the manifest); `transform`/`preprocess_images` do it; the
-builders derive a spec from timm or torchvision configs (importing those libraries only when called).
+`PreprocessSpec` (a contract type, `modelship.contract.preprocessing`) says what to do and is stored in the
+manifest; `transform`/`preprocess_images` do it; the builders derive a spec from timm or torchvision configs
+(importing those libraries only when called).
 """
 
-from preprocess.builders import from_timm, from_timm_config, from_torchvision, spec_for_model, to_torchvision
-from preprocess.image import center_crop, image_files, load_image, preprocess_images, resized_size, to_rgb, transform
-from preprocess.spec import PreprocessSpec
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.preprocess.builders import from_timm, from_timm_config, from_torchvision, spec_for_model, to_torchvision
+from modelship.preprocess.image import (
+    center_crop,
+    image_files,
+    load_image,
+    preprocess_images,
+    resized_size,
+    to_rgb,
+    transform,
+)
 
 __all__ = [
     "PreprocessSpec",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from export.errors import PreprocessError
-from preprocess.spec import INTERPOLATIONS, PreprocessSpec
+from modelship.contract.errors import PreprocessError
+from modelship.contract.preprocessing import INTERPOLATIONS, PreprocessSpec
 
 DEFAULT_CROP_PCT = 0.875  # timm's default when a config has none
 

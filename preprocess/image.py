@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from export.errors import PreprocessError
-from preprocess.spec import PreprocessSpec
+from modelship.contract.errors import PreprocessError
+from modelship.contract.preprocessing import PreprocessSpec
 
 PIL_FILTERS = {
     "bilinear": Image.Resampling.BILINEAR,

@@ -24,8 +24,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException, triton_to_np_dtype
 
-from export.errors import ClientError
-from serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS
+from modelship.contract.errors import ClientError, PreprocessError
+from modelship.contract.iospec import ServedNames
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS
 
 PROTOCOLS = ("http", "grpc")
 DEFAULT_URLS = {"http": "127.0.0.1:8000", "grpc": "127.0.0.1:8001"}
@@ -87,9 +89,18 @@ class ModelInfo:
         return json.loads(self.parameters[key]) if key in self.parameters else None
 
     @property
-    def preprocess(self) -> dict[str, Any] | None:
-        """The preprocessing spec published with the model (a `preprocess.PreprocessSpec` as a dict)."""
-        return self._json(PARAM_PREPROCESS)
+    def preprocess(self) -> PreprocessSpec | None:
+        """The preprocessing spec published with the model, checked (ClientError when it is not one)."""
+        data = self._json(PARAM_PREPROCESS)
+        if data is None:
+            return None
+        try:
+            return PreprocessSpec.from_dict(data)
+        except PreprocessError as exc:
+            raise ClientError(
+                f"model {self.name!r} publishes an invalid preprocessing spec: {exc.message}",
+                hint="republish it with `modelship publish`",
+            ) from None
 
     @property
     def labels(self) -> list[str] | None:
@@ -100,12 +111,15 @@ class ModelInfo:
         return self._json(PARAM_EXPORT)
 
     @property
-    def io_names(self) -> dict[str, dict[str, str]]:
-        """{"inputs": {served name: manifest name}, "outputs": {...}}; identity for models not from modelship."""
-        names = self._json(PARAM_IO)
-        if names:
-            return names
-        return {"inputs": {t.name: t.name for t in self.inputs}, "outputs": {t.name: t.name for t in self.outputs}}
+    def io_names(self) -> ServedNames:
+        """Served names mapped to the export's (publish wrote them); identity for models not from modelship."""
+        data = self._json(PARAM_IO)
+        if not data:
+            return ServedNames.identity([t.name for t in self.inputs], [t.name for t in self.outputs])
+        try:
+            return ServedNames.from_dict(data)
+        except ValueError as exc:
+            raise ClientError(f"model {self.name!r}: config parameter {PARAM_IO!r} is not a name map ({exc})") from None
 
     def input(self, name: str) -> TensorInfo:
         return next(t for t in self.inputs if t.name == name)

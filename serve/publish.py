@@ -21,18 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from export import __version__
-from export.errors import PreprocessError, PublishError, os_failure
-from export.labels import clean_labels
-from export.manifest import MANIFEST_NAME, Artifact, Manifest
-from export.opsets import runtime_target
-from serve import repository
-from serve.triton_config import (
-    DEFAULT_MAX_BATCH_SIZE,
-    DEFAULT_QUEUE_DELAY_US,
+from modelship import __version__
+from modelship.contract.artifacts import PLATFORMS, SERVED_FILES
+from modelship.contract.errors import PublishError, os_failure
+from modelship.contract.labels import clean_labels
+from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
+from modelship.contract.opsets import runtime_target
+from modelship.serve import repository
+from modelship.serve.triton_config import (
     LABELS_FILE,
-    MODEL_FILES,
-    PLATFORMS,
     ServingOptions,
     build_config,
     parse_config,
@@ -84,18 +81,14 @@ def publish_export(
     name: str | None = None,
     artifacts: list[str] | None = None,
     version: int | None = None,
-    kind: str = "auto",
-    instances: int = 1,
     labels: Path | None = None,
-    trt_fp16: bool = False,
-    max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US,
-    max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
-    keep_versions: int = 1,
+    serving: ServingOptions | None = None,
 ) -> PublishResult:
-    """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`.
+    """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`, served
+    as `serving` says (default: ServingOptions()).
 
-    All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
-    before the repository changes; then one journaled commit makes them all visible (serve.repository).
+        All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
+        before the repository changes; then one journaled commit makes them all visible (serve.repository).
     """
     export_dir, repo = Path(export_dir), Path(repo or DEFAULT_REPO)
     repository.check_version(version)
@@ -103,16 +96,7 @@ def publish_export(
     base = repository.check_model_name(manifest.name if name is None else name)
     chosen = _choose(manifest, artifacts)
     label_list = _labels(manifest, labels, export_dir)
-    if manifest.preprocess is not None:
-        _check_preprocess(manifest.preprocess, export_dir)
-    options = ServingOptions(
-        kind=kind,
-        instances=instances,
-        max_batch_size=max_batch_size,
-        max_queue_delay_us=max_queue_delay_us,
-        keep_versions=keep_versions,
-        trt_fp16=trt_fp16,
-    )
+    options = serving or ServingOptions()
     result = PublishResult(repo=repo.resolve())
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
@@ -167,18 +151,6 @@ def _labels(manifest: Manifest, path: Path | None, export_dir: Path) -> list[str
     return labels
 
 
-def _check_preprocess(spec: Any, export_dir: Path) -> None:
-    """Refuse a preprocessing spec clients could not apply, before it is published into configs."""
-    from preprocess import PreprocessSpec
-
-    try:
-        PreprocessSpec.from_dict(spec)
-    except PreprocessError as exc:
-        raise PublishError(f"{export_dir / MANIFEST_NAME}: field 'preprocess' is invalid: {exc}") from None
-    except TypeError as exc:
-        raise PublishError(f"{export_dir / MANIFEST_NAME}: field 'preprocess' is invalid ({exc})") from None
-
-
 def _check_labels(art: Artifact, labels: list[str] | None) -> None:
     if not labels:
         return
@@ -226,7 +198,7 @@ def _stage(
     version_dir = staged / str(number)
     try:
         version_dir.mkdir(parents=True)
-        _copy_verified(export_dir / art.file, version_dir / MODEL_FILES[art.format], art)
+        _copy_verified(export_dir / art.file, version_dir / SERVED_FILES[art.format], art)
         for extra in _external_data(export_dir, art):
             shutil.copy2(extra, version_dir / extra.name)
         record = dataclasses.replace(manifest, artifacts=[art], labels=labels)
@@ -237,8 +209,8 @@ def _stage(
         model_files = {CONFIG_FILE: to_text(config)}
         if labels:
             model_files[LABELS_FILE] = "\n".join(labels) + "\n"
-        if manifest.preprocess:
-            model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess, indent=2) + "\n"
+        if manifest.preprocess is not None:
+            model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess.to_dict(), indent=2) + "\n"
         for filename, text in model_files.items():
             (staged / filename).write_text(text)
     except OSError as exc:

@@ -18,21 +18,19 @@ Layout: `<repo>/<model>/config.pbtxt`, `<repo>/<model>/<version>/<model file>`. 
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from export.errors import PublishError, os_failure
-from export.names import check_name
+from modelship.contract import staging
+from modelship.contract.errors import PublishError, os_failure
+from modelship.contract.names import check_name
+from modelship.contract.staging import JOURNAL, Plan, roll_back
 
 LOCK_TIMEOUT_S = 300
-JOURNAL = "journal.json"
 
 
 def check_model_name(name: str) -> str:
@@ -78,8 +76,8 @@ def locked(repo: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     created = not repo.exists()
     try:
         repo.mkdir(parents=True, exist_ok=True)
-        staging = staging_root(repo)
-        if staging.parent.stat().st_dev != repo.stat().st_dev:
+        area = staging_root(repo)
+        if area.parent.stat().st_dev != repo.stat().st_dev:
             raise PublishError(
                 f"{repo} is a mount point: staged files could not be moved into it atomically",
                 hint="publish into a folder inside the mounted volume",
@@ -98,7 +96,7 @@ def locked(repo: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         _remove_if_empty(repo, created)
         raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(area, ignore_errors=True)
         lock.release()
 
 
@@ -128,108 +126,17 @@ def staging_dir(repo: Path) -> Path:
         raise _unwritable(root, exc) from None
 
 
-@dataclass
-class Change:
-    """One rename into the repository and how to undo it.
-
-    kind "new": `source` (staged) becomes `target`, which did not exist; undone by removing `target`.
-    kind "replace": `source` replaces the file `target`, whose old content is kept at `backup` (a hard link);
-    undone by putting `backup` back. kind "remove": `target` moves to `backup`; undone by moving it back.
-    """
-
-    kind: str
-    target: str
-    source: str = ""
-    backup: str = ""
-
-
-@dataclass
-class Plan:
-    """Every change of one publish, applied together by `commit`; `folder` is its staging folder."""
-
-    folder: Path
-    changes: list[Change] = field(default_factory=list)
-
-    def new(self, source: Path, target: Path) -> None:
-        self.changes.append(Change("new", str(target), source=str(source)))
-
-    def replace(self, source: Path, target: Path) -> None:
-        backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
-        self.changes.append(Change("replace", str(target), source=str(source), backup=str(backup)))
-
-    def remove(self, target: Path) -> None:
-        backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
-        self.changes.append(Change("remove", str(target), backup=str(backup)))
-
-
-def commit(plan: Plan) -> None:
-    """Apply `plan` all or nothing: journal it, apply each change, mark the journal done. On an error the applied
-    changes are undone (newest first) and a PublishError names the cause."""
-    journal = plan.folder / JOURNAL
-    (plan.folder / "backup").mkdir(exist_ok=True)
-    _write_journal(journal, plan.changes, done=False)
-    try:
-        for change in plan.changes:
-            _apply(change)
-    except OSError as exc:
-        _undo(plan.changes)
-        journal.unlink(missing_ok=True)
-        raise _unwritable(Path(exc.filename or plan.changes[0].target), exc) from None
-    _write_journal(journal, plan.changes, done=True)
-
-
-def _apply(change: Change) -> None:
-    target = Path(change.target)
-    if change.kind == "new":
-        if target.exists():
-            raise FileExistsError(17, "appeared while publishing", str(target))
-        os.rename(change.source, target)
-    elif change.kind == "replace":
-        if target.exists():
-            os.link(target, change.backup)
-        os.replace(change.source, target)
-    else:
-        os.rename(target, change.backup)
-
-
-def _undo(changes: list[Change]) -> None:
-    """Undo whichever of `changes` took effect (each check makes this safe to run again after a crash)."""
-    for change in reversed(changes):
-        target, backup = Path(change.target), Path(change.backup) if change.backup else None
-        with contextlib.suppress(OSError):
-            if change.kind == "new":
-                if target.is_dir() and not Path(change.source).exists():
-                    shutil.rmtree(target)
-                elif target.is_file() and not Path(change.source).exists():
-                    target.unlink()
-            elif backup is not None and backup.exists():
-                os.replace(backup, target)
-            elif change.kind == "replace" and not Path(change.source).exists():
-                target.unlink()  # the file was new to the repository: it had no backup
-
-
-def _write_journal(path: Path, changes: list[Change], *, done: bool) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as handle:
-        json.dump({"done": done, "changes": [vars(c) for c in changes]}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def recover(repo: Path) -> list[str]:
     """Roll back every publish a killed publisher left half-applied (call with the lock held); the targets it put
     back, for the log."""
     root = staging_root(repo)
     restored: list[str] = []
     for journal in sorted(root.glob(f"*/{JOURNAL}")) if root.is_dir() else []:
-        try:
-            data = json.loads(journal.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue  # written before any change was applied (the journal is replaced atomically)
-        if not data.get("done"):
-            changes = [Change(**c) for c in data.get("changes", [])]
-            _undo(changes)
-            restored += [c.target for c in changes]
+        restored += roll_back(journal.parent)
         shutil.rmtree(journal.parent, ignore_errors=True)
     return restored
+
+
+def commit(plan: Plan) -> None:
+    """Apply one publish's plan all or nothing (contract.staging.commit); a PublishError names what failed."""
+    staging.commit(plan, _unwritable)

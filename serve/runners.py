@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from export.errors import ClientError
-from serve.client import ModelInfo, Tensors, TritonClient
+from modelship.contract.errors import ClientError
+from modelship.serve.client import ModelInfo, Tensors, TritonClient
 
 
 class TritonRunner:
@@ -33,16 +33,16 @@ class TritonRunner:
     def run(self, inputs: Tensors) -> Tensors:
         info = self.info
         names = info.io_names
-        missing = sorted(set(names["inputs"].values()) - set(inputs))
+        missing = sorted(set(names.inputs.values()) - set(inputs))
         if missing:
             raise ClientError(f"{self.name}: no value for inputs {missing}", hint=f"inputs: {sorted(inputs)}")
         feeds = {}
-        for served, manifest_name in names["inputs"].items():
+        for served, manifest_name in names.inputs.items():
             array = np.asarray(inputs[manifest_name])
             dtype = info.input(served).dtype
             feeds[served] = array.astype(dtype, copy=False) if array.dtype.kind == dtype.kind == "f" else array
         outputs = self.client.infer(self.model_name, feeds)
-        return {names["outputs"].get(served, served): value for served, value in outputs.items()}
+        return {names.outputs.get(served, served): value for served, value in outputs.items()}
 
     def close(self) -> None:
         self.client.close()

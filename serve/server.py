@@ -38,8 +38,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from export.errors import ServeError
-from export.opsets import runtime_target
+from modelship.contract.errors import ServeError
+from modelship.contract.opsets import runtime_target
 
 BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")

@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from export.errors import ServeError
-from serve.server import TritonServer
+from modelship.contract.errors import ServeError
+from modelship.serve.server import TritonServer
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again

@@ -29,22 +29,13 @@ from typing import Any
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from export.errors import PublishError
-from export.iospec import IOSpec, TensorSpec
-from export.manifest import Artifact
+from modelship.contract import dtypes
+from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS, PLATFORMS, SERVED_FILES
+from modelship.contract.errors import PublishError
+from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
+from modelship.contract.manifest import Artifact
+from modelship.contract.preprocessing import PreprocessSpec
 
-PLATFORMS = {"onnx": "onnxruntime_onnx", "torchscript": "pytorch_libtorch"}
-MODEL_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}
-TRITON_DTYPES = {
-    "float32": "TYPE_FP32",
-    "float16": "TYPE_FP16",
-    "bfloat16": "TYPE_BF16",
-    "int64": "TYPE_INT64",
-    "int32": "TYPE_INT32",
-    "int8": "TYPE_INT8",
-    "uint8": "TYPE_UINT8",
-    "bool": "TYPE_BOOL",
-}
 # "auto" writes no kind: Triton then places instances on every GPU it sees, else on the CPU (KIND_AUTO).
 KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
 IMAGE_FORMATS = {"NCHW": "FORMAT_NCHW", "NHWC": "FORMAT_NHWC"}
@@ -52,8 +43,6 @@ CLASSIFIABLE = {"float32", "int64", "int32", "int8", "uint8"}  # what Triton's c
 LABELS_FILE = "labels.txt"
 DEFAULT_MAX_BATCH_SIZE = 16
 DEFAULT_QUEUE_DELAY_US = 100
-# ORT 1.31 segfaults creating a CPU session for some fp16 graphs (ViT) unless this optimizer is off.
-FP16_DISABLED_OPTIMIZERS = "NchwcTransformer"
 
 # config `parameters` keys written by modelship
 PARAM_PREPROCESS = "modelship.preprocess"
@@ -88,16 +77,15 @@ class ServingOptions:
             raise PublishError("--trt-fp16 needs GPU instances", hint="add --kind gpu")
 
 
-def triton_names(artifact: Artifact) -> dict[str, dict[str, str]]:
-    """{"inputs": {triton name: manifest name}, "outputs": {...}}: identity for ONNX, INPUT__i/OUTPUT__i for
-    LibTorch."""
+def triton_names(artifact: Artifact) -> ServedNames:
+    """The served names of `artifact`'s tensors: the graph's own for ONNX, INPUT__i/OUTPUT__i for LibTorch."""
     io = artifact.io
     if artifact.format == "torchscript":
-        return {
-            "inputs": {f"INPUT__{i}": t.name for i, t in enumerate(io.inputs)},
-            "outputs": {f"OUTPUT__{i}": t.name for i, t in enumerate(io.outputs)},
-        }
-    return {"inputs": {t.name: t.name for t in io.inputs}, "outputs": {t.name: t.name for t in io.outputs}}
+        return ServedNames(
+            {f"INPUT__{i}": t.name for i, t in enumerate(io.inputs)},
+            {f"OUTPUT__{i}": t.name for i, t in enumerate(io.outputs)},
+        )
+    return ServedNames.identity([t.name for t in io.inputs], [t.name for t in io.outputs])
 
 
 def _dims(spec: TensorSpec, batched: bool) -> list[int]:
@@ -106,7 +94,7 @@ def _dims(spec: TensorSpec, batched: bool) -> list[int]:
 
 
 def _dtype(spec: TensorSpec) -> int:
-    return mc.DataType.Value(TRITON_DTYPES[spec.dtype])
+    return mc.DataType.Value(dtypes.TABLE[spec.dtype].triton)
 
 
 def _warmup(io: IOSpec, names: dict[str, str], batched: bool) -> mc.ModelWarmup:
@@ -129,7 +117,7 @@ def build_config(
     artifact: Artifact,
     options: ServingOptions,
     *,
-    preprocess: dict[str, Any] | None = None,
+    preprocess: PreprocessSpec | None = None,
     labels: list[str] | None = None,
     export_info: dict[str, Any] | None = None,
 ) -> mc.ModelConfig:
@@ -139,7 +127,7 @@ def build_config(
     io = artifact.io
     if not io.outputs:
         raise PublishError(f"artifact {artifact.name!r} declares no outputs", hint="re-export with export-model")
-    unsupported = sorted({t.dtype for t in (*io.inputs, *io.outputs)} - set(TRITON_DTYPES))
+    unsupported = sorted({t.dtype for t in (*io.inputs, *io.outputs)} - set(dtypes.TABLE))
     if unsupported:
         raise PublishError(f"artifact {artifact.name!r}: dtypes {unsupported} have no Triton type")
     names = triton_names(artifact)
@@ -147,12 +135,12 @@ def build_config(
     config = mc.ModelConfig(
         name=model_name,
         platform=PLATFORMS[artifact.format],
-        default_model_filename=MODEL_FILES[artifact.format],
+        default_model_filename=SERVED_FILES[artifact.format],
         max_batch_size=options.max_batch_size if batched else 0,
     )
-    for triton_name, spec in zip(names["inputs"], io.inputs, strict=True):
+    for triton_name, spec in zip(names.inputs, io.inputs, strict=True):
         config.input.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
-    for triton_name, spec in zip(names["outputs"], io.outputs, strict=True):
+    for triton_name, spec in zip(names.outputs, io.outputs, strict=True):
         config.output.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
     image_format = _image_format(io, preprocess)
     if image_format:
@@ -168,32 +156,32 @@ def build_config(
         config.version_policy.latest.num_versions = options.keep_versions
     else:
         config.version_policy.all.SetInParent()
-    config.model_warmup.append(_warmup(io, names["inputs"], batched))
+    config.model_warmup.append(_warmup(io, names.inputs, batched))
     if options.trt_fp16 and artifact.format == "onnx":
         accelerator = config.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
         accelerator.parameters["precision_mode"] = "FP16"
         accelerator.parameters["max_workspace_size_bytes"] = str(1 << 30)
-    parameters = {PARAM_IO: json.dumps(names)}
-    if preprocess:
-        parameters[PARAM_PREPROCESS] = json.dumps(preprocess, sort_keys=True)
+    parameters = {PARAM_IO: json.dumps(names.to_dict())}
+    if preprocess is not None:
+        parameters[PARAM_PREPROCESS] = json.dumps(preprocess.to_dict(), sort_keys=True)
     if labels:
         parameters[PARAM_LABELS] = json.dumps(list(labels))
     if export_info:
         parameters[PARAM_EXPORT] = json.dumps(export_info, sort_keys=True, default=str)
     if artifact.format == "onnx" and artifact.precision == "fp16":
-        parameters["disabled_optimizers"] = FP16_DISABLED_OPTIMIZERS
+        parameters["disabled_optimizers"] = ",".join(FP16_DISABLED_OPTIMIZERS)
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config
 
 
-def _image_format(io: IOSpec, preprocess: dict[str, Any] | None) -> str | None:
+def _image_format(io: IOSpec, preprocess: PreprocessSpec | None) -> str | None:
     """FORMAT_NCHW/NHWC for a single float image input laid out as the preprocessing spec says (what Triton's
     image clients read to lay out pixels); None for anything else."""
-    if not preprocess or len(io.inputs) != 1:
+    if preprocess is None or len(io.inputs) != 1:
         return None
     image = io.inputs[0]
-    layout = preprocess.get("layout", "NCHW")
+    layout = preprocess.layout
     channels = 1 if layout == "NCHW" else 3
     if not image.dtype.startswith("float") or len(image.shape) != 4 or image.shape[channels] != 3:
         return None

@@ -1,4 +1,4 @@
-"""Build checkpoint files in every form the loader accepts, from real (randomly initialised) models.
+"""Test models and fixtures around `modelship.testing.checkpoints` (every checkpoint form the loader accepts).
 
 Also holds a small custom model, loaded through `--arch tests.checkpoint_factory:make_tinynet`.
 """
@@ -6,16 +6,16 @@ Also holds a small custom model, loaded through `--arch tests.checkpoint_factory
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
-from safetensors.torch import save_file
 from torch import nn
 
-from export.realistic import make_realistic
+from modelship.testing.checkpoints import FORMS, prefixed, save_form
+from modelship.testing.realistic import make_realistic
+
+__all__ = ["FORMS", "TinyNet", "make_tinynet", "outputs", "prefixed", "realistic", "save_form", "signature_cache"]
 
 
 class TinyNet(nn.Module):
@@ -67,64 +67,6 @@ def realistic(model: torch.nn.Module, size: int = SIZE, seed: int = 0) -> tuple[
     torch.manual_seed(seed)
     example = torch.randn(2, 3, size, size, generator=torch.Generator().manual_seed(seed))
     return make_realistic(model, example), example
-
-
-def prefixed(state_dict: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {prefix + key: value for key, value in state_dict.items()}
-
-
-def save_form(path: Path, state_dict: dict[str, torch.Tensor], form: str, **extra: Any) -> Path:
-    """Write `state_dict` in one of FORMS; `extra` entries go beside the weights (torch forms only)."""
-    FORMS[form](path, dict(state_dict), extra)
-    return path
-
-
-def _bare(path: Path, sd: dict, extra: dict) -> None:
-    torch.save({**sd, **extra}, path)
-
-
-def _training(path: Path, sd: dict, extra: dict) -> None:
-    optimizer = {"state": {0: {"momentum_buffer": torch.zeros(3)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}
-    torch.save({"epoch": 7, "state_dict": sd, "optimizer": optimizer, **extra}, path)
-
-
-def _ema(path: Path, sd: dict, extra: dict) -> None:
-    raw = {k: v + 1.0 if v.is_floating_point() else v for k, v in sd.items()}  # the raw weights differ from EMA
-    torch.save({"epoch": 7, "state_dict": raw, "state_dict_ema": sd, "optimizer": {}, **extra}, path)
-
-
-def _lightning(path: Path, sd: dict, extra: dict) -> None:
-    torch.save(
-        {
-            "epoch": 3,
-            "global_step": 300,
-            "pytorch-lightning_version": "2.4.0",
-            "state_dict": prefixed(sd, "model."),
-            "optimizer_states": [{}],
-            "lr_schedulers": [],
-            "hyper_parameters": {"lr": 0.01, **extra.pop("hyper_parameters", {})},
-            **extra,
-        },
-        path,
-    )
-
-
-def _safetensors(path: Path, sd: dict, extra: dict) -> None:
-    save_file({k: v.contiguous() for k, v in sd.items()}, str(path), metadata={k: str(v) for k, v in extra.items()})
-
-
-def _legacy(path: Path, sd: dict, extra: dict) -> None:
-    torch.save({**sd, **extra}, path, _use_new_zipfile_serialization=False)
-
-
-FORMS: dict[str, Callable[[Path, dict, dict], None]] = {
-    "bare": _bare,
-    "training": _training,
-    "ema": _ema,
-    "lightning": _lightning,
-    "safetensors": _safetensors,
-    "legacy": _legacy,
-}
 
 
 def outputs(model: torch.nn.Module, example: torch.Tensor) -> torch.Tensor:

@@ -12,7 +12,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from export.cli import main
+from modelship.cli.main import main
 
 
 def invoke(*args: object, cwd: Path | None = None) -> Result:

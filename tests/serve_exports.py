@@ -16,13 +16,14 @@ import onnx
 import torch
 from torch import nn
 
-from export.fp16 import convert_onnx_fp16, half_with_float_io
-from export.iospec import IOSpec, TensorSpec
-from export.manifest import Artifact, Manifest, Source
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.manifest import Artifact, Manifest, Source
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.fp16 import convert_onnx_fp16, half_with_float_io
 
 SIZE = 16
 CLASSES = 5
-PREPROCESS = {"resize": SIZE, "crop": SIZE, "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]}
+PREPROCESS = PreprocessSpec(resize=SIZE, crop=SIZE, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
 LABELS = [f"class_{i}" for i in range(CLASSES)]
 
 
@@ -118,10 +119,7 @@ def write_export(
         name=name,
         source=Source(checkpoint="tiny.pt", sha256="0" * 64, arch="tests.serve_exports:TinyNet"),
         io=io32,
-        artifacts=[
-            Artifact(n, fmt, prec, file, sha256(folder / file), io, parity={"max_abs": 0.0})
-            for n, fmt, prec, file, io in artifacts
-        ],
+        artifacts=[Artifact(n, fmt, prec, file, sha256(folder / file), io) for n, fmt, prec, file, io in artifacts],
         preprocess=PREPROCESS,
         labels=LABELS,
     ).write(folder)

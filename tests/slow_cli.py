@@ -13,12 +13,12 @@ import time
 
 
 def main() -> None:
-    import serve.publish
-    import serve.repository
+    import modelship.contract.staging
+    import modelship.serve.publish
 
     copy_delay = float(os.environ.get("SLOW_COPY_S", "0"))
     rename_delay = float(os.environ.get("SLOW_RENAME_S", "0"))
-    copy, apply = serve.publish._copy_verified, serve.repository._apply
+    copy, apply = modelship.serve.publish._copy_verified, modelship.contract.staging._apply
 
     def slow_copy(*args: object) -> None:
         copy(*args)
@@ -28,9 +28,9 @@ def main() -> None:
         time.sleep(rename_delay)
         apply(change)
 
-    serve.publish._copy_verified = slow_copy
-    serve.repository._apply = slow_apply
-    from export.cli import main as cli
+    modelship.serve.publish._copy_verified = slow_copy
+    modelship.contract.staging._apply = slow_apply
+    from modelship.cli.main import main as cli
 
     cli()
 

@@ -12,16 +12,15 @@ import numpy as np
 import pytest
 from serve_exports import SIZE, TinyNet, eager, tiny_model, write_export
 
-from serve.backends.modelship_backend import (
+from modelship.serve.backends.modelship_backend import (
     ConfigError,
     check_tensors,
-    run_requests,
     torch_argument_order,
     torch_output_order,
 )
-from serve.client import TritonClient
-from serve.publish import publish_export
-from serve.server import TritonServer
+from modelship.serve.client import TritonClient
+from modelship.serve.publish import publish_export
+from modelship.serve.server import TritonServer
 
 GRAPH = {"image": ("TYPE_FP32", [-1, 3, 16, 16])}
 
@@ -80,23 +79,6 @@ def test_libtorch_naming_conventions() -> None:
     assert torch_output_order(names("x", outputs=("output",))) == ["output"]
     with pytest.raises(ConfigError, match="configuration expects 2 inputs, model provides 1"):
         torch_argument_order(names("x", "y"), ["x"])
-
-
-def test_requests_with_the_same_shape_are_merged_and_split_back() -> None:
-    calls = []
-
-    def run(feed: dict) -> dict:
-        calls.append(feed["x"].shape)
-        if feed["x"].shape[1] == 3:
-            raise ValueError("bad width")
-        return {"y": feed["x"] * 2}
-
-    feeds = [{"x": np.ones((1, 2))}, {"x": np.ones((3, 2))}, {"x": np.ones((2, 3))}]
-    results = run_requests(feeds, run, batched=True)
-    assert sorted(calls) == [(2, 3), (4, 2)]  # the two width-2 requests ran as one batch of 4
-    assert [r["y"].shape for r in results[:2]] == [(1, 2), (3, 2)]
-    assert isinstance(results[2], ValueError)  # a failing batch fails only its own requests
-    assert len(run_requests(feeds[:2], lambda f: {"y": f["x"]}, batched=False)) == 2
 
 
 @pytest.mark.integration

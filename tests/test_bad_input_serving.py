@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from serve_exports import write_export
 
-from serve.publish import publish_export
-from serve.server import TritonServer, free_port
+from modelship.serve.publish import publish_export
+from modelship.serve.server import TritonServer, free_port
 from tests.cli_contract import expect_failure
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from export.cli import main
+from modelship.cli.main import main
 
 
 @pytest.mark.integration

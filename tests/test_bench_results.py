@@ -6,11 +6,11 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from serve.bench.perf_analyzer import LIBRARIES, PerfAnalyzer, _link_libraries, parse_csv
-from serve.bench.plot import plot_cost_growth
-from serve.bench.results import Report, Row, format_number, render_table, result_stem, write_json
-from serve.bench.suites.batching import scrape_counts
-from serve.bench.tuning import clone_model, read_config, tune_model
+from modelship.bench.perf_analyzer import LIBRARIES, PerfAnalyzer, _link_libraries, parse_csv
+from modelship.bench.plot import plot_cost_growth
+from modelship.bench.report import Report, Row, format_number, render_table, result_stem, write_json
+from modelship.bench.suites.batching import scrape_counts
+from modelship.bench.tuning import clone_model, read_config, tune_model
 
 # What perf_analyzer 2.51 writes with -f (latencies in microseconds; no average column).
 PA_CSV = """Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,\
@@ -41,7 +41,7 @@ def test_perf_analyzer_libraries_are_linked_and_put_first_on_the_path(tmp_path, 
     bundled.mkdir()
     (bundled / "libb64-1234.so.0d").write_bytes(b"")
     (bundled / "libcudart-5678.so.12.6.77").write_bytes(b"")
-    monkeypatch.setattr("serve.bench.perf_analyzer.bundled_library_dir", lambda: bundled)
+    monkeypatch.setattr("modelship.bench.perf_analyzer.bundled_library_dir", lambda: bundled)
     libs = tmp_path / "venv" / "libs"
     _link_libraries(libs)
     _link_libraries(libs)  # idempotent

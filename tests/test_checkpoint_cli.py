@@ -8,7 +8,7 @@ import pytest
 import torchvision
 from click.testing import CliRunner
 
-from export.cli import main
+from modelship.cli.main import main
 from tests.checkpoint_factory import make_tinynet, prefixed, realistic, save_form, signature_cache
 
 pytestmark = pytest.mark.usefixtures(signature_cache.__name__)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from export.checkpoint.keymap import KeyMap, apply_key_map, load_key_map, strip_wrappers, suggest_renames
-from export.checkpoint.matching import compare_keys, group_keys, summarize
+from modelship.export.checkpoint.keymap import KeyMap, apply_key_map, load_key_map, strip_wrappers, suggest_renames
+from modelship.export.checkpoint.matching import compare_keys, group_keys, summarize
 
 
 def test_strip_only_what_makes_keys_match():
@@ -59,7 +59,7 @@ def test_compare_and_group():
 
 @pytest.mark.parametrize("content", ['{"rename": ["a"]}', '{"regex": [{"pattern": "("}]}', "[]"])
 def test_invalid_key_maps(tmp_path, content):
-    from export.errors import UsageError
+    from modelship.contract.errors import UsageError
 
     path = tmp_path / "m.json"
     path.write_text(content)

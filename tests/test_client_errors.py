@@ -7,11 +7,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from export.cli import main
-from export.errors import ClientError
-from serve.client import TritonClient, split_url
-from serve.runners import TritonRunner
-from serve.server import free_port
+from modelship.cli.main import main
+from modelship.contract.errors import ClientError
+from modelship.serve.client import TritonClient, split_url
+from modelship.serve.runners import TritonRunner
+from modelship.serve.server import free_port
 
 
 @pytest.mark.parametrize(

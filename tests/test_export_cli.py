@@ -9,9 +9,9 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from export.commands.export import export_command
-from export.manifest import Manifest
-from export.realistic import make_realistic
+from modelship.cli.export import export_command
+from modelship.contract.manifest import Manifest
+from modelship.testing.realistic import make_realistic
 
 
 def _checkpoint(folder: Path, arch: str) -> Path:
@@ -31,9 +31,9 @@ def _run(args: list[str]):
 def _assert_onnx_pair(folder: Path, arch: str) -> Manifest:
     manifest = Manifest.read(folder)
     assert [a.name for a in manifest.artifacts] == ["onnx", "onnx_fp16"]
-    assert all(a.parity["passed"] and a.parity["batch_sizes"] == [1, 7] for a in manifest.artifacts)
+    assert all(a.parity.passed and a.parity.batch_sizes == [1, 7] for a in manifest.artifacts)
     assert manifest.source.arch == arch and manifest.source.arch_source == "fingerprint"
-    assert manifest.preprocess and manifest.preprocess["crop"] == [224, 224]
+    assert manifest.preprocess is not None and manifest.preprocess.crop == (224, 224)
     assert (folder / "golden.npz").is_file() and (folder / "checkpoint.json").is_file()
     return manifest
 

@@ -12,12 +12,12 @@ import pytest
 import torch
 from torch import nn
 
-from export.errors import ExportError, ParityError
-from export.manifest import Manifest, Source
-from export.parity import OnnxRuntimeRunner, load_golden
-from export.pipeline import ExportSpec, run_export
-from export.realistic import make_realistic
-from export.torchscript import load_torchscript
+from modelship.contract.errors import ExportError, ParityError
+from modelship.contract.manifest import Manifest, Source
+from modelship.export.parity import OnnxRuntimeRunner, load_golden
+from modelship.export.pipeline import ExportSpec, run_export
+from modelship.export.torchscript import load_torchscript
+from modelship.testing.realistic import make_realistic
 
 SOURCE = Source(checkpoint="in-memory", sha256="0" * 64, arch="test")
 ALL = ("torchscript", "torchscript_fp16", "onnx", "onnx_fp16")
@@ -69,11 +69,11 @@ def export(model: nn.Module, folder: Path, **kwargs) -> Manifest:
     manifest = Manifest.read(folder)
     assert [a.name for a in manifest.artifacts] == list(ALL)
     for artifact in manifest.artifacts:
-        assert artifact.parity["passed"], (artifact.name, artifact.parity)
-        assert artifact.parity["batch_sizes"][:2] == [1, 7]
+        assert artifact.parity.passed, (artifact.name, artifact.parity)
+        assert artifact.parity.batch_sizes[:2] == [1, 7]
         assert (folder / artifact.file).is_file() and artifact.details["seconds"]
     assert result.folder == folder and not list(folder.parent.glob(".*staging"))
-    assert {t["step"].split()[0] for t in manifest.timings} >= {"script", "export", "convert", "verify"}
+    assert {t.step.split()[0] for t in manifest.timings} >= {"script", "export", "convert", "verify"}
     inputs, outputs = load_golden(folder / manifest.golden)
     assert len(inputs) == len(outputs) >= 2
     fp32 = onnx.load(str(folder / "model.onnx"))
@@ -132,7 +132,7 @@ def test_two_int64_inputs_with_dynamic_sequence(tmp_path, exporter):
         "logits": ["batch", 5],
         "hidden": ["batch", "sequence", 32],
     }
-    labels = [b["label"] for b in manifest.artifact("onnx").parity["per_batch"]]
+    labels = [b["label"] for b in manifest.artifact("onnx").parity.per_batch]
     assert labels == ["batch 1", "batch 7", "batch 7, sequence 9"]
     runner = OnnxRuntimeRunner(folder / "model.onnx", manifest.io)
     ids = np.random.default_rng(0).integers(0, 100, (3, 40))
@@ -204,7 +204,7 @@ def test_trace_is_used_only_when_asked_and_checked_at_other_batches(tmp_path):
         source=SOURCE,
     ).manifest
     art = manifest.artifact("torchscript")
-    assert art.details["method"] == "trace" and art.parity["batch_sizes"] == [1, 7]
+    assert art.details["method"] == "trace" and art.parity.batch_sizes == [1, 7]
 
 
 HEAVY = ["resnet50", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t"]
@@ -218,6 +218,6 @@ def test_heavy_torchvision_models(tmp_path, arch, report_figure):
     model = realistic(torchvision.models.get_model(arch, weights=None))
     manifest = export(model, tmp_path / arch)
     report_figure(
-        f"export {arch} seconds per step: " + ", ".join(f"{t['step']} {t['seconds']:.1f}" for t in manifest.timings)
+        f"export {arch} seconds per step: " + ", ".join(f"{t.step} {t.seconds:.1f}" for t in manifest.timings)
     )
-    assert manifest.artifact("onnx_fp16").parity["passed"]
+    assert manifest.artifact("onnx_fp16").parity.passed

@@ -6,8 +6,11 @@ import onnx
 import pytest
 from torch import nn
 
-from export.errors import ExportError, UsageError
-from export.io_resolve import (
+from modelship.contract.errors import ExportError, UsageError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.io_resolve import (
     ResolvedInputs,
     discover_outputs,
     forward_input_names,
@@ -16,11 +19,9 @@ from export.io_resolve import (
     parse_input_option,
     resolve_inputs,
 )
-from export.iospec import IOSpec, TensorSpec
-from export.onnx_export import cap_versions, provenance_metadata, set_metadata
-from export.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
-from export.pipeline import ExportSpec, check_dynamic_axes, float_io
-from export.torchscript import script_module
+from modelship.export.onnx_export import cap_versions, provenance_metadata, set_metadata
+from modelship.export.pipeline import ExportSpec, check_dynamic_axes, float_io
+from modelship.export.torchscript import script_module
 
 
 def test_parse_input_option_reads_dims_dtype_range_and_sizes():
@@ -81,8 +82,8 @@ def test_image_size_follows_torchvision_weights_vit_attribute_and_timm_cfg():
     assert image_size(torchvision.models.vit_b_16(image_size=384), "vit_b_16") == (384, 384)
     assert image_size(timm.create_model("vit_tiny_patch16_384", pretrained=False), "timm/x") == (384, 384)
     assert image_size(nn.Conv2d(3, 3, 1), "pkg.mod:Factory") == (224, 224)
-    assert image_size(nn.Conv2d(3, 3, 1), "pkg.mod:Factory", {"crop": [64, 48]}) == (64, 48)
-    assert image_size(nn.Conv2d(3, 3, 1), "resnet50", {"crop": 160}) == (160, 160)
+    assert image_size(nn.Conv2d(3, 3, 1), "pkg.mod:Factory", PreprocessSpec(crop=(64, 48))) == (64, 48)
+    assert image_size(nn.Conv2d(3, 3, 1), "resnet50", PreprocessSpec(crop=160)) == (160, 160)
 
 
 def test_metadata_io_is_used_when_no_flag():
@@ -188,7 +189,7 @@ def test_export_spec_validates(tmp_path, kwargs, match):
 
 
 def test_default_labels_come_from_the_architecture_when_the_head_matches():
-    from export.labels import default_labels
+    from modelship.export.labels import default_labels
 
     imagenet = TensorSpec("logits", ("batch", 1000))
     assert default_labels("resnet50", imagenet)[:2] == ["tench", "goldfish"]

@@ -5,10 +5,10 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from export.cli import COMMANDS, main
-from export.errors import ModelshipError, UsageError
-from export.iospec import IOSpec, TensorSpec
-from export.manifest import Artifact, Manifest, Source
+from modelship.cli.main import COMMANDS, main
+from modelship.contract.errors import ModelshipError, UsageError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.manifest import Artifact, Manifest, Source
 
 
 def test_help_lists_every_command() -> None:
@@ -60,7 +60,7 @@ def test_flatten_outputs_names() -> None:
 
     import numpy as np
 
-    from export.outputs import flatten_outputs
+    from modelship.contract.outputs import flatten_outputs
 
     a, b = np.zeros(1), np.ones(1)
     assert [n for n, _ in flatten_outputs(a)] == ["output"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from serve_exports import write_export
 
-from serve.publish import publish_export
+from modelship.serve.publish import publish_export
 from tests.checkpoint_factory import TinyNet, realistic, save_form
 from tests.cli_contract import expect_failure
 

@@ -13,10 +13,10 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
-from export.checkpoint import write_sidecar
-from export.cli import main
-from export.realistic import make_realistic
-from preprocess import PreprocessSpec
+from modelship.cli.main import main
+from modelship.export.checkpoint import write_sidecar
+from modelship.preprocess import PreprocessSpec
+from modelship.testing.realistic import make_realistic
 
 pytestmark = pytest.mark.slow
 PHOTOS = Path(skimage.__file__).parent / "data"

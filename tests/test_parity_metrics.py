@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from export.errors import ParityError, UsageError
-from export.iospec import IOSpec, TensorSpec
-from export.parity import (
+from modelship.contract.errors import ParityError, UsageError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.export.parity import (
     GoldenRunner,
     Tolerance,
     ToleranceConfig,
@@ -21,7 +21,7 @@ from export.parity import (
     render_table,
     save_golden,
 )
-from export.parity.metrics import REL_EPS
+from modelship.export.parity.metrics import REL_EPS
 
 STRICT = Tolerance(atol=1e-4, rtol=1e-3)
 

@@ -19,12 +19,12 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
-from export.checkpoint import sidecar_path
-from export.cli import main
-from export.errors import UsageError
-from export.iospec import IOSpec, TensorSpec
-from export.parity import TorchRunner, compare_runners
-from export.parity.pipelines import (
+from modelship.cli.main import main
+from modelship.contract.errors import UsageError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.export.checkpoint import sidecar_path
+from modelship.export.parity import TorchRunner, compare_runners
+from modelship.export.parity.pipelines import (
     IMAGES,
     ImagePipeline,
     image_input,
@@ -36,9 +36,9 @@ from export.parity.pipelines import (
     training_preprocess,
     training_transform,
 )
-from export.parity.tolerance import ToleranceConfig
-from export.realistic import make_realistic
-from preprocess import PreprocessSpec, load_image, preprocess_images, to_torchvision, transform
+from modelship.export.parity.tolerance import ToleranceConfig
+from modelship.preprocess import PreprocessSpec, load_image, preprocess_images, to_torchvision, transform
+from modelship.testing.realistic import make_realistic
 from tests.checkpoint_factory import make_tinynet
 
 PHOTOS = Path(skimage.__file__).parent / "data"
@@ -88,7 +88,7 @@ def test_image_sets_carry_the_batch_size(images: Path, tinynet: torch.nn.Module)
     files = sorted(images.iterdir())
     sets = [image_set(files[:1]), image_set(files), {"x": np.zeros((2, 3, 64, 64), np.float32)}]
     eager = TorchRunner(tinynet, IO)
-    reference = training_pipeline(eager, training_transform(tinynet, "x:y", {"preprocess": SPEC.to_dict()}, "c"), "x")
+    reference = training_pipeline(eager, training_transform(tinynet, "x:y", SPEC, "c"), "x")
     candidate = serving_pipeline(TorchRunner(tinynet, IO, name="cand"), SPEC, image_input(IO), source="test spec")
     report = compare_runners(reference, candidate, sets, ToleranceConfig.for_precision("fp32"))
     assert report.passed, report.failures()
@@ -108,7 +108,7 @@ def test_image_sets_carry_the_batch_size(images: Path, tinynet: torch.nn.Module)
 )
 def test_a_wrong_serving_spec_fails(broken: PreprocessSpec, images: Path, tinynet: torch.nn.Module) -> None:
     files = sorted(images.iterdir())
-    source = training_transform(tinynet, "x:y", {"preprocess": SPEC.to_dict()}, "c")
+    source = training_transform(tinynet, "x:y", SPEC, "c")
     reference = training_pipeline(TorchRunner(tinynet, IO), source, "x")
     candidate = serving_pipeline(TorchRunner(tinynet, IO, name="cand"), broken, image_input(IO), source="broken")
     report = compare_runners(reference, candidate, [image_set(files)], ToleranceConfig.for_precision("fp32"))
@@ -117,7 +117,7 @@ def test_a_wrong_serving_spec_fails(broken: PreprocessSpec, images: Path, tinyne
 
 def test_preprocessing_difference(images: Path) -> None:
     files = sorted(images.iterdir())
-    training = training_preprocess(training_transform(None, "x:y", {"preprocess": SPEC.to_dict()}, "c"))
+    training = training_preprocess(training_transform(None, "x:y", SPEC, "c"))
     same = preprocessing_difference(training, serving_preprocess(SPEC, "float32"), files)
     assert same["matches"] and same["max_abs"] < 1e-5 and same["training_shape"] == [4, 3, 64, 64]
     bgr = PreprocessSpec(resize=72, crop=64, mean=SPEC.mean, std=SPEC.std, channel_order="BGR")
@@ -151,17 +151,17 @@ def test_non_image_sets_pass_through() -> None:
 
 
 def test_training_transform_sources() -> None:
-    tv = training_transform(None, "resnet18", {}, "ckpt.pt")
+    tv = training_transform(None, "resnet18", None, "ckpt.pt")
     assert tv.source == "torchvision ResNet18_Weights.IMAGENET1K_V1.transforms()"
     model = timm.create_model("vit_tiny_patch16_224", pretrained=False)
-    tm = training_transform(model, "timm/vit_tiny_patch16_224", {}, "ckpt.pt")
+    tm = training_transform(model, "timm/vit_tiny_patch16_224", None, "ckpt.pt")
     assert tm.source.startswith("timm create_transform(input_size=(3, 224, 224)")
     assert "mean=(0.5, 0.5, 0.5)" in tm.source
-    own = training_transform(None, "resnet18", {"preprocess": SPEC.to_dict()}, "ckpt.pt")
+    own = training_transform(None, "resnet18", SPEC, "ckpt.pt")
     assert own.source == "the checkpoint's preprocess metadata (ckpt.pt)"
     assert isinstance(own.transform, torchvision.transforms.Compose)
     with pytest.raises(UsageError, match=r"ckpt\.pt: no training preprocessing .* 'pkg\.mod:Net'") as caught:
-        training_transform(None, "pkg.mod:Net", {}, "ckpt.pt")
+        training_transform(None, "pkg.mod:Net", None, "ckpt.pt")
     assert "ckpt.pt.json" in caught.value.hint
 
 
@@ -173,12 +173,12 @@ def test_image_input_needs_one_float_image_tensor() -> None:
 
 def test_timm_training_transform_matches_the_exported_spec(images: Path) -> None:
     """timm's own create_transform and the spec from_timm derives agree on real photos (what the zoo relies on)."""
-    from preprocess import from_timm
+    from modelship.preprocess import from_timm
 
     model = timm.create_model("convnext_atto", pretrained=False)
     files = sorted(images.iterdir())
     reference = torch.stack(
-        [training_transform(model, "timm/convnext_atto", {}, "c").transform(load_image(f)) for f in files]
+        [training_transform(model, "timm/convnext_atto", None, "c").transform(load_image(f)) for f in files]
     )
     np.testing.assert_allclose(reference.numpy(), preprocess_images(files, from_timm(model)), atol=1e-5, rtol=0)
 

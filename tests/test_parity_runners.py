@@ -13,9 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from export.errors import ParityError
-from export.iospec import IOSpec, TensorSpec
-from export.parity import (
+from modelship.contract.errors import ParityError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.export.parity import (
     IsolatedRunner,
     OnnxRuntimeRunner,
     ToleranceConfig,
@@ -24,7 +24,7 @@ from export.parity import (
     input_sets,
     make_session,
 )
-from export.parity.runners import is_fp16_model
+from modelship.export.parity.runners import is_fp16_model
 
 IO = IOSpec(
     (TensorSpec("image", ("batch", 3, 16, 16)),),

@@ -12,8 +12,8 @@ import pytest
 import skimage
 from PIL import Image
 
-from export.errors import PreprocessError
-from preprocess import PreprocessSpec, image_files, load_image, preprocess_images, transform
+from modelship.contract.errors import PreprocessError
+from modelship.preprocess import PreprocessSpec, image_files, load_image, preprocess_images, transform
 
 DATA = Path(skimage.__file__).parent / "data"
 EXIF_ORIENTATION = 0x0112

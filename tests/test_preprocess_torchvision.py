@@ -18,7 +18,7 @@ from PIL import Image, UnidentifiedImageError
 from torchvision import transforms as T
 from torchvision.models import ResNet50_Weights, ViT_B_16_Weights
 
-from preprocess import PreprocessSpec, from_timm, from_torchvision, to_rgb, transform
+from modelship.preprocess import PreprocessSpec, from_timm, from_torchvision, to_rgb, transform
 
 DATA = Path(skimage.__file__).parent / "data"
 
@@ -168,7 +168,7 @@ def test_spec_for_model_uses_the_architectures_own_config() -> None:
     import timm
     import torchvision
 
-    from preprocess import spec_for_model
+    from modelship.preprocess import spec_for_model
 
     assert spec_for_model(None, "resnet50") == from_torchvision(ResNet50_Weights.DEFAULT)
     timm_model = timm.create_model("vit_tiny_patch16_224", pretrained=False)

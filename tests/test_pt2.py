@@ -80,9 +80,9 @@ def test_what_torch_export_rejects_is_named(tmp_path: Path) -> None:
 @pytest.mark.heavy
 @pytest.mark.parametrize("arch", ["resnet50", "timm/vit_tiny_patch16_224", "encoder"])
 def test_pt2_on_large_models(tmp_path: Path, arch: str, report_figure) -> None:
-    from export.manifest import Source
-    from export.pipeline import ExportSpec, run_export
-    from export.realistic import make_realistic
+    from modelship.contract.manifest import Source
+    from modelship.export.pipeline import ExportSpec, run_export
+    from modelship.testing.realistic import make_realistic
 
     torch.manual_seed(0)
     inputs: tuple[str, ...] = ()

@@ -9,10 +9,10 @@ from google.protobuf import text_format
 from serve_exports import LABELS, PREPROCESS, io_spec
 from tritonclient.grpc import model_config_pb2 as mc
 
-from export.errors import PublishError
-from export.iospec import IOSpec, TensorSpec
-from export.manifest import Artifact
-from serve.triton_config import ServingOptions, build_config, parse_config, to_text, triton_names
+from modelship.contract.errors import PublishError
+from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
+from modelship.contract.manifest import Artifact
+from modelship.serve.triton_config import ServingOptions, build_config, parse_config, to_text, triton_names
 
 
 def artifact(name: str = "onnx", fmt: str = "onnx", precision: str = "fp32", io: IOSpec | None = None) -> Artifact:
@@ -63,7 +63,7 @@ def test_config_per_artifact_kind(art: Artifact, platform: str, in_name: str, ou
     (warmup,) = config.model_warmup
     assert warmup.batch_size == 1
     assert list(warmup.inputs[in_name].dims) == [3, 16, 16] and warmup.inputs[in_name].random_data
-    assert json.loads(config.parameters["modelship.preprocess"].string_value) == PREPROCESS
+    assert json.loads(config.parameters["modelship.preprocess"].string_value) == PREPROCESS.to_dict()
     assert json.loads(config.parameters["modelship.labels"].string_value) == LABELS
     fp16_onnx = art.format == "onnx" and art.precision == "fp16"
     assert ("disabled_optimizers" in config.parameters) == fp16_onnx
@@ -84,10 +84,9 @@ def test_unbatched_model_has_full_dims_and_dynamic_axes() -> None:
 
 def test_torchscript_names_map_back_to_the_manifest() -> None:
     io = io_spec(outputs=(("logits", 5), ("features", 8)))
-    assert triton_names(artifact("torchscript", "torchscript", io=io)) == {
-        "inputs": {"INPUT__0": "image"},
-        "outputs": {"OUTPUT__0": "logits", "OUTPUT__1": "features"},
-    }
+    assert triton_names(artifact("torchscript", "torchscript", io=io)) == ServedNames(
+        {"INPUT__0": "image"}, {"OUTPUT__0": "logits", "OUTPUT__1": "features"}
+    )
     config = build_config("m", artifact("torchscript", "torchscript", io=io), ServingOptions())
     assert json.loads(config.parameters["modelship.io"].string_value)["outputs"]["OUTPUT__1"] == "features"
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from serve_exports import LABELS, PREPROCESS, write_export
 
-from export.errors import PublishError
-from export.manifest import Manifest
-from serve.publish import publish_export
-from serve.repository import staging_root
-from serve.server import TritonServer
-from serve.triton_config import parse_config
+from modelship.contract.errors import PublishError
+from modelship.contract.manifest import Manifest
+from modelship.serve.publish import publish_export
+from modelship.serve.repository import staging_root
+from modelship.serve.server import TritonServer
+from modelship.serve.triton_config import ServingOptions, parse_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SLOW_CLI = (sys.executable, str(Path(__file__).with_name("slow_cli.py")))
@@ -60,7 +60,7 @@ def test_layout_and_files(export_dir: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in model.iterdir()) == ["1", "config.pbtxt", "labels.txt", "preprocess.json"]
     assert sorted(p.name for p in (model / "1").iterdir()) == ["model.pt", "modelship.json"]
     assert (model / "labels.txt").read_text().split() == LABELS
-    assert json.loads((model / "preprocess.json").read_text()) == PREPROCESS
+    assert json.loads((model / "preprocess.json").read_text()) == PREPROCESS.to_dict()
     record = Manifest.from_dict(json.loads((model / "1" / "modelship.json").read_text()))
     assert [a.name for a in record.artifacts] == ["torchscript"]
     assert record.artifacts[0].sha256 == Manifest.read(export_dir).artifact("torchscript").sha256
@@ -112,14 +112,14 @@ def test_unknown_artifact_and_wrong_label_count_are_refused(export_dir: Path, tm
 
 def test_incompatible_io_refused_when_several_versions_are_served(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    publish_export(write_export(tmp_path / "a", "m"), repo, artifacts=["onnx"], keep_versions=2)
+    publish_export(write_export(tmp_path / "a", "m"), repo, artifacts=["onnx"], serving=ServingOptions(keep_versions=2))
     fp16 = write_export(tmp_path / "b", "m")
     manifest = Manifest.read(fp16)
     manifest.artifacts = [manifest.artifact("onnx_fp16")]
     manifest.artifacts[0].name = "onnx"
     manifest.write(fp16)
     with pytest.raises(PublishError, match="inputs/outputs differ"):
-        publish_export(fp16, repo, keep_versions=2)
+        publish_export(fp16, repo, serving=ServingOptions(keep_versions=2))
     assert publish_export(fp16, repo).models[0].version == 2  # fine when only the latest version is served
 
 

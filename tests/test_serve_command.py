@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from serve_exports import write_export
 
-from serve.client import TritonClient
-from serve.publish import publish_export
-from serve.server import free_port
+from modelship.serve.client import TritonClient
+from modelship.serve.publish import publish_export
+from modelship.serve.server import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SERVE = (sys.executable, "-c", "from export.cli import main; main()", "serve", "--json", "--repo")
+SERVE = (sys.executable, "-c", "from modelship.cli.main import main; main()", "serve", "--json", "--repo")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def test_demo_trains_exports_publishes_serves_and_classifies(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "serve.demo", "--workdir", str(tmp_path), "--samples", "10"],
+        [sys.executable, "-m", "modelship.demo", "--workdir", str(tmp_path), "--samples", "10"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

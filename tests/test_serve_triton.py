@@ -14,14 +14,14 @@ from click.testing import CliRunner
 from PIL import Image
 from serve_exports import LABELS, PREPROCESS, SIZE, TinyNet, TwoHeads, eager, tiny_model, write_export
 
-from export.cli import main
-from export.errors import ClientError
-from preprocess.image import preprocess_images
-from preprocess.spec import PreprocessSpec
-from serve.client import TritonClient
-from serve.publish import publish_export
-from serve.runners import TritonRunner
-from serve.server import TritonServer
+from modelship.cli.main import main
+from modelship.contract.errors import ClientError
+from modelship.contract.iospec import ServedNames
+from modelship.preprocess.image import preprocess_images
+from modelship.serve.client import TritonClient
+from modelship.serve.publish import publish_export
+from modelship.serve.runners import TritonRunner
+from modelship.serve.server import TritonServer
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +104,7 @@ def test_model_config_carries_preprocess_labels_and_io_names(client: TritonClien
     info = client.model("tiny_torchscript")
     assert info.preprocess == PREPROCESS
     assert info.labels == LABELS
-    assert info.io_names == {"inputs": {"INPUT__0": "image"}, "outputs": {"OUTPUT__0": "logits"}}
+    assert info.io_names == ServedNames({"INPUT__0": "image"}, {"OUTPUT__0": "logits"})
     assert info.export_info["artifact"] == "torchscript"
     assert info.max_batch_size == 16
     assert [t.shape for t in info.inputs] == [(-1, 3, SIZE, SIZE)]
@@ -151,7 +151,7 @@ def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, p
     result = CliRunner().invoke(main, ["infer", *map(str, paths), *options])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
-    expected = eager(tiny_model(TinyNet), preprocess_images(paths, PreprocessSpec.from_dict(PREPROCESS)))
+    expected = eager(tiny_model(TinyNet), preprocess_images(paths, PREPROCESS))
     for prediction, row in zip(payload["predictions"], expected, strict=True):
         assert [e["index"] for e in prediction["top_k"]] == list(np.argsort(-row)[:2])
         assert prediction["top_k"][0]["label"] == LABELS[int(np.argmax(row))]

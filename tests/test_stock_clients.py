@@ -17,8 +17,8 @@ import tritonclient.http as httpclient
 from PIL import Image
 from serve_exports import LABELS, write_export
 
-from serve.publish import publish_export
-from serve.server import TritonServer
+from modelship.serve.publish import publish_export
+from modelship.serve.server import TritonServer
 from tests.cli_contract import invoke
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -16,12 +16,12 @@ import torch
 import torchvision
 from serve_exports import write_export
 
-from export.manifest import Manifest
-from export.opsets import runtime_target
-from export.parity import input_sets, make_session
-from export.realistic import make_realistic
-from export.torchscript import load_torchscript
-from serve.publish import publish_export
+from modelship.contract.manifest import Manifest
+from modelship.contract.opsets import runtime_target
+from modelship.export.parity import input_sets, make_session
+from modelship.export.torchscript import load_torchscript
+from modelship.serve.publish import publish_export
+from modelship.testing.realistic import make_realistic
 from tests.cli_contract import invoke
 from tests.stock_runtime import run_stock, stock_python
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from export.errors import ArchitectureError
+from modelship.contract.errors import ArchitectureError
 
 TIMM_PREFIX = "timm/"
 TORCHVISION_PREFIX = "torchvision/"

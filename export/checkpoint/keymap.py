@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from export.errors import UsageError
+from modelship.contract.errors import UsageError
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 KEY_MAP_FIELDS = ("drop", "rename", "regex")

@@ -10,8 +10,13 @@ from typing import Any
 
 import torch
 
-from export.checkpoint.arch import build_model
-from export.checkpoint.keymap import (
+from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, PreprocessError, UsageError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.labels import clean_labels
+from modelship.contract.manifest import sha256_file
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.checkpoint.arch import build_model
+from modelship.export.checkpoint.keymap import (
     KeyMap,
     apply_key_map,
     load_key_map,
@@ -19,8 +24,8 @@ from export.checkpoint.keymap import (
     strip_wrappers,
     suggest_renames,
 )
-from export.checkpoint.matching import compare_keys, describe_problems, group_keys
-from export.checkpoint.reading import (
+from modelship.export.checkpoint.matching import compare_keys, describe_problems, group_keys
+from modelship.export.checkpoint.reading import (
     RawCheckpoint,
     check_file,
     checkpoint_metadata,
@@ -29,12 +34,8 @@ from export.checkpoint.reading import (
     read_sidecar,
     select_state_dict,
 )
-from export.checkpoint.report import LoadReport
-from export.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
-from export.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
-from export.iospec import IOSpec
-from export.labels import clean_labels
-from export.manifest import sha256_file
+from modelship.export.checkpoint.report import LoadReport
+from modelship.export.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
 
 
 @dataclass
@@ -69,6 +70,7 @@ class LoadedModel:
     checkpoint_sha256: str
     metadata: dict[str, Any]  # io, preprocess, labels, ... from checkpoint/sidecar metadata, untouched
     report: LoadReport
+    preprocess: PreprocessSpec | None = None  # the metadata's preprocessing spec, checked
 
 
 def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | None = None) -> LoadedModel:
@@ -133,12 +135,15 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     metadata = {**sidecar_meta, **checkpoint_meta}
     for key in ("arch", "arch_kwargs"):
         metadata.pop(key, None)
-    _check_metadata(metadata, report, path)
-    return LoadedModel(model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report)
+    preprocess = _check_metadata(metadata, report, path)
+    return LoadedModel(
+        model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report, preprocess
+    )
 
 
-def _check_metadata(metadata: dict[str, Any], report: LoadReport, path: Path) -> None:
-    """Refuse metadata later steps cannot use (an unreadable 'io'), and make labels one line each."""
+def _check_metadata(metadata: dict[str, Any], report: LoadReport, path: Path) -> PreprocessSpec | None:
+    """Refuse metadata later steps cannot use (an unreadable 'io' or 'preprocess'), make labels one line each;
+    the preprocessing spec, typed."""
     if metadata.get("io") is not None:
         try:
             IOSpec.from_dict(metadata["io"])
@@ -154,6 +159,15 @@ def _check_metadata(metadata: dict[str, Any], report: LoadReport, path: Path) ->
         if changed:
             shown = ", ".join(map(str, changed[:8])) + (", ..." if len(changed) > 8 else "")
             report.notes.append(f"labels {shown}: line breaks replaced by spaces (labels.txt has one line per class)")
+    if metadata.get("preprocess") is None:
+        return None
+    try:
+        return PreprocessSpec.from_dict(metadata["preprocess"])
+    except PreprocessError as exc:
+        raise CheckpointError(
+            f"{path}: metadata field 'preprocess' is invalid: {exc.message}",
+            hint=exc.hint or "see 'Metadata' in docs/checkpoints.md",
+        ) from None
 
 
 def _tensor_stats(state_dict: dict[str, torch.Tensor], report: LoadReport) -> None:

@@ -22,8 +22,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file as load_safetensors
 
-from export.errors import CheckpointError, UsageError
-from export.jsonfile import read_json_object
+from modelship.contract.errors import CheckpointError, UsageError
+from modelship.contract.jsonfile import read_json_object
 
 METADATA_KEYS = ("arch", "arch_kwargs", "io", "preprocess", "labels")
 STATE_KEYS = ("state_dict", "model", "model_state_dict", "module", "net", "network")

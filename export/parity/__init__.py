@@ -4,14 +4,15 @@ Everything others need is re-exported here. Importing it is cheap: torch and onn
 the runners that use them.
 """
 
-from export.parity.engine import compare_runners
-from export.parity.golden import load_golden, save_golden
-from export.parity.inputs import input_sets, random_inputs
-from export.parity.isolation import IsolatedRunner
-from export.parity.metrics import OutputMetrics, compare_arrays
-from export.parity.report import ParityReport, render_table
-from export.parity.runners import GoldenRunner, OnnxRuntimeRunner, Runner, TorchRunner, make_session
-from export.parity.tolerance import Tolerance, ToleranceConfig
+from modelship.contract.parity_report import OutputMetrics, ParityReport
+from modelship.export.parity.engine import compare_runners
+from modelship.export.parity.golden import load_golden, save_golden
+from modelship.export.parity.inputs import input_sets, random_inputs
+from modelship.export.parity.isolation import IsolatedRunner
+from modelship.export.parity.metrics import compare_arrays
+from modelship.export.parity.report import render_table
+from modelship.export.parity.runners import GoldenRunner, OnnxRuntimeRunner, Runner, TorchRunner, make_session
+from modelship.export.parity.tolerance import Tolerance, ToleranceConfig, ToleranceOverrides
 
 __all__ = [
     "GoldenRunner",
@@ -22,6 +23,7 @@ __all__ = [
     "Runner",
     "Tolerance",
     "ToleranceConfig",
+    "ToleranceOverrides",
     "TorchRunner",
     "compare_arrays",
     "compare_runners",

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from export.errors import ParityError
-from export.parity.metrics import OutputMetrics, aggregate, compare_arrays, unmatched
-from export.parity.report import ParityReport
-from export.parity.runners import Runner, Tensors
-from export.parity.tolerance import ToleranceConfig
+from modelship.contract.errors import ParityError
+from modelship.contract.parity_report import OutputMetrics, ParityReport
+from modelship.export.parity.metrics import aggregate, compare_arrays, unmatched
+from modelship.export.parity.runners import Runner, Tensors
+from modelship.export.parity.tolerance import ToleranceConfig
 
 
 def compare_runners(

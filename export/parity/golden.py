@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.errors import ParityError
+from modelship.contract.errors import ParityError
 
 FORMAT_KEY = "modelship_golden_version"
 FORMAT_VERSION = 1

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from export.errors import UsageError
-from export.iospec import BATCH, IOSpec, TensorSpec
+from modelship.contract.errors import UsageError
+from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 
 DEFAULT_DIM_SIZE = 16  # size given to dynamic dimensions other than "batch" (e.g. "sequence") unless told
 DEFAULT_INT_RANGE = (0, 2)  # integer inputs without a value_range: 0/1, valid for any embedding or mask

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from export.errors import ModelshipError, ParityError
+from modelship.contract.errors import ModelshipError, ParityError
 
 CHILD_MAIN = f"from {__name__} import serve; serve()"
 

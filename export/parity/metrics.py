@@ -9,53 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 import numpy as np
 
-from export.parity.tolerance import Tolerance
+from modelship.contract.parity_report import OutputMetrics
+from modelship.export.parity.tolerance import Tolerance
 
 REL_EPS = 1e-6
 TOPK = 5
-
-
-@dataclass
-class OutputMetrics:
-    """How one output of a candidate differs from the reference.
-
-    `cosine` is the minimum per-sample cosine similarity (per item along axis 0; the whole tensor when 0-/1-D).
-    `top1_agreement`/`topk_agreement` (mean overlap of the top-k sets) exist only for classifier-shaped outputs:
-    2-D float tensors with at least two classes. `required_atol` is the smallest atol that would have passed at the
-    configured rtol, `required_rtol` the smallest rtol that would have passed at the configured atol.
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    max_abs: float
-    max_rel: float
-    mean_abs: float
-    median_abs: float
-    p99_abs: float
-    cosine: float
-    top1_agreement: float | None
-    topk_agreement: float | None
-    nan_count: int
-    inf_count: int
-    reference_nan_count: int
-    reference_inf_count: int
-    required_atol: float
-    required_rtol: float
-    samples: int
-    passed: bool = True
-    failures: list[str] = field(default_factory=list)
-    structural_failures: list[str] = field(default_factory=list, repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["shape"] = list(self.shape)
-        del out["structural_failures"]
-        return {k: _json_number(v) for k, v in out.items()}
 
 
 def compare_arrays(name: str, reference: np.ndarray, candidate: np.ndarray, tolerance: Tolerance) -> OutputMetrics:
@@ -240,10 +201,3 @@ def _min_cosine(ref: np.ndarray, cand: np.ndarray) -> float:
     cos = np.where(norms > 0, dot / np.where(norms > 0, norms, 1.0), 0.0)
     cos = np.where(both_zero, 1.0, cos)
     return float(np.clip(cos.min(), -1.0, 1.0))
-
-
-def _json_number(value: Any) -> Any:
-    """Infinite/NaN floats become strings so the report stays valid JSON."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)
-    return value

@@ -22,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from export.errors import UsageError
-from export.iospec import IOSpec, TensorSpec
-from export.parity.runners import Runner, Tensors
+from modelship.contract.errors import UsageError
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.parity.runners import Runner, Tensors
 
 IMAGES = "images"  # the input-set key holding image file paths
 # Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
@@ -83,7 +84,7 @@ def training_preprocess(transform: TrainingTransform) -> Preprocess:
     def preprocess(paths: Sequence[Path]) -> np.ndarray:
         import torch
 
-        from preprocess import load_image
+        from modelship.preprocess import load_image
 
         with torch.inference_mode():
             return torch.stack([transform.transform(load_image(p)) for p in paths]).numpy()
@@ -94,7 +95,7 @@ def training_preprocess(transform: TrainingTransform) -> Preprocess:
 def serving_preprocess(spec: Any, dtype: str) -> Preprocess:
     """Files -> batch the serving way: `preprocess.preprocess_images` with `spec` (a PreprocessSpec), cast to
     the model input's dtype."""
-    from preprocess import preprocess_images
+    from modelship.preprocess import preprocess_images
 
     def preprocess(paths: Sequence[Path]) -> np.ndarray:
         return preprocess_images(list(paths), spec).astype(dtype, copy=False)
@@ -126,21 +127,20 @@ def preprocessing_difference(training: Preprocess, serving: Preprocess, paths: S
     return {"matches": max_abs <= PREPROCESS_ATOL, "max_abs": max_abs, "mean_abs": float(diff.mean()), **result}
 
 
-def training_transform(model: Any, arch: str, metadata: dict[str, Any], checkpoint: str) -> TrainingTransform:
+def training_transform(model: Any, arch: str, preprocess: PreprocessSpec | None, checkpoint: str) -> TrainingTransform:
     """The transform a checkpoint's model was trained with, first found of:
 
-    1. the checkpoint's own preprocessing spec (`metadata["preprocess"]`, from the checkpoint or its sidecar),
-       as the torchvision `Compose` `preprocess.to_torchvision` builds;
+    1. the checkpoint's own preprocessing spec (`preprocess`, from the checkpoint's metadata or its sidecar), as
+       the torchvision `Compose` `preprocess.to_torchvision` builds;
     2. timm models: `timm.data.create_transform(**resolve_data_config(model=model))`;
     3. torchvision registry models: `get_model_weights(arch).DEFAULT.transforms()`.
 
     A UsageError when none applies (a custom architecture without a spec in its metadata).
     """
-    from preprocess import PreprocessSpec, to_torchvision
+    from modelship.preprocess import to_torchvision
 
-    if metadata.get("preprocess"):
-        spec = PreprocessSpec.from_dict(metadata["preprocess"])
-        return TrainingTransform(to_torchvision(spec), f"the checkpoint's preprocess metadata ({checkpoint})")
+    if preprocess is not None:
+        return TrainingTransform(to_torchvision(preprocess), f"the checkpoint's preprocess metadata ({checkpoint})")
     if arch.startswith("timm/"):
         from timm.data import create_transform, resolve_data_config
 

@@ -14,26 +14,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from export.errors import ParityError
-from export.iospec import IOSpec
-from export.outputs import flatten_outputs
-from export.parity.isolation import IsolatedRunner, Worker
+from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
+from modelship.contract.dtypes import BY_ONNXRUNTIME
+from modelship.contract.errors import ParityError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.outputs import flatten_outputs
+from modelship.export.parity.isolation import IsolatedRunner, Worker
 
 Tensors = dict[str, np.ndarray]
 
-# ONNX tensor element types as ONNX Runtime names them -> numpy dtypes
-ORT_DTYPES = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(double)": np.float64,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(bool)": np.bool_,
-}
-# Graph rewrite that makes ONNX Runtime 1.31/1.32 segfault creating CPU sessions for some fp16 graphs (vit_b_16).
-FP16_DISABLED_OPTIMIZERS = ["NchwcTransformer"]
 CRASH_HINT = (
     "ONNX Runtime itself crashed; fp16 graphs are known to trigger CPU optimizer bugs. Try the fp32 artifact, "
     "or report the model and onnxruntime version"
@@ -136,7 +125,7 @@ class OnnxRuntimeRunner:
             return self._isolated.run(inputs)
         session = self.session
         feeds = {
-            arg.name: np.asarray(_take(inputs, arg.name, self.name)).astype(ORT_DTYPES.get(arg.type), copy=False)
+            arg.name: np.asarray(_take(inputs, arg.name, self.name)).astype(_numpy_dtype(arg.type), copy=False)
             for arg in session.get_inputs()
         }
         _check_fixed_dims(self.path.name, session.get_inputs(), feeds)
@@ -191,7 +180,7 @@ def make_session(
         session_options.log_severity_level = 3
     if fp16 is None:
         fp16 = is_fp16_model(path)
-    extra = {"disabled_optimizers": FP16_DISABLED_OPTIMIZERS} if fp16 else {}
+    extra = {"disabled_optimizers": list(FP16_DISABLED_OPTIMIZERS)} if fp16 else {}
     try:
         source = str(path) if model is None else model
         return ort.InferenceSession(source, session_options, providers=providers or default_providers(), **extra)
@@ -296,3 +285,9 @@ def _shapes(inputs: Tensors) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _numpy_dtype(onnxruntime_type: str) -> Any:
+    """The numpy dtype of an ONNX Runtime input type (None: leave the array as it is, e.g. bfloat16)."""
+    name = BY_ONNXRUNTIME.get(onnxruntime_type)
+    return None if name is None or name == "bfloat16" else np.dtype(name)

@@ -1,0 +1,26 @@
+"""Benchmark suites. Each is `run(workspace) -> list[Row]`; SUITES lists them in the order `modelship bench` runs
+them (export first: its fp16 export of the main model is reused by every later suite)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from modelship.bench.report import Row
+from modelship.bench.workspace import Workspace
+
+# name (= its module here) -> what it measures
+SUITES: dict[str, str] = {
+    "export": "export-model per step vs the bare library calls; parity overhead",
+    "serving": "throughput through Triton (gRPC, HTTP) vs in-process ONNX Runtime",
+    "batching": "single-image requests at concurrency 8, dynamic batching on vs off",
+    "transport": "binary HTTP vs gRPC vs system shared memory, 8x3x224x224 fp32",
+    "startup": "server start to ready vs loading the same files in-process",
+    "growth": "export, parity and serving cost vs model size and batch size",
+    "tuning": "opt-in: ORT threads/optimisation, instances, queue delay, encoding",
+}
+DEFAULT_SUITES = ("export", "serving", "batching", "transport", "startup", "growth")
+
+
+def suite(name: str) -> Callable[[Workspace], list[Row]]:
+    return importlib.import_module(f"{__name__}.{name}").run

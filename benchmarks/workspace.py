@@ -1,0 +1,222 @@
+"""What the suites share within one run: benchmark models, their checkpoints and exports, and the plan.
+
+Models are random-weight torchvision/timm networks made realistic (`export.realistic.make_realistic`), saved as
+checkpoints, loaded back through the project's loader and exported once through the project's pipeline; every
+suite reuses those exports. The plan (`Plan.full()` / `Plan.quick()`) sizes everything in one place.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from modelship.contract.manifest import Manifest, StepTiming
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    """A benchmark model: `arch` as the loader names it, square input `resolution`."""
+
+    key: str
+    arch: str
+    resolution: int = 224
+
+    @property
+    def input_option(self) -> str:
+        return f"x:batch,3,{self.resolution},{self.resolution}"
+
+
+MODELS = {
+    m.key: m
+    for m in (
+        BenchModel("small", "mobilenet_v3_small"),  # 3x224x224 requests, little compute: per-request cost shows
+        BenchModel("resnet18", "resnet18"),
+        BenchModel("resnet50", "resnet50"),
+        BenchModel("resnet101", "resnet101"),
+        BenchModel("vit_tiny", "timm/vit_tiny_patch16_224"),
+        BenchModel("vit_b_16", "vit_b_16"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one run. Durations are load windows in seconds; every measurement is bounded by time and count."""
+
+    quick: bool
+    serving_models: tuple[str, ...]
+    batches: tuple[int, ...]
+    concurrencies: dict[str, tuple[int, ...]]
+    protocols: tuple[str, ...]
+    window_s: float
+    max_requests: int
+    main_model: str  # the headline model: export, startup, transport, batch growth, perf_analyzer cross-check
+    small_model: str
+    growth_models: tuple[str, ...]
+    growth_batches: tuple[int, ...]
+    batching_concurrency: int = 8
+    transport_batch: int = 8
+    pa_window_ms: int = 3000
+
+    @classmethod
+    def full(cls) -> Plan:
+        return cls(
+            quick=False,
+            serving_models=("resnet50", "small"),
+            batches=(1, 8),
+            concurrencies={"resnet50": (1, 2, 4, 8), "small": (1, 8)},
+            protocols=("grpc", "http"),
+            window_s=4.0,
+            max_requests=2000,
+            main_model="resnet50",
+            small_model="small",
+            growth_models=("resnet18", "resnet50", "resnet101", "vit_tiny", "vit_b_16"),
+            growth_batches=(1, 4, 16, 64),
+        )
+
+    @classmethod
+    def quick_plan(cls) -> Plan:
+        return cls(
+            quick=True,
+            serving_models=("small",),
+            batches=(1, 8),
+            concurrencies={"small": (1, 4)},
+            protocols=("grpc", "http"),
+            window_s=1.5,
+            max_requests=500,
+            main_model="small",
+            small_model="small",
+            growth_models=("small",),
+            growth_batches=(1, 8, 32),
+            pa_window_ms=1000,
+        )
+
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Export:
+    """One exported model: its folder, manifest, pipeline step timings and the model itself (for bare calls)."""
+
+    model: BenchModel
+    folder: Path
+    manifest: Manifest
+    timings: list[StepTiming]
+    seconds: float
+    load_seconds: float
+    eager: Any = field(repr=False)
+    checkpoint: Path = field(repr=False, default=Path())
+
+    def step_seconds(self, step: str) -> float:
+        """Total seconds of the pipeline steps named `step` or `step` + " (...)" (e.g. a retried fp16 conversion)."""
+        return sum(t.seconds for t in self.timings if t.step == step or t.step.startswith(step + " "))
+
+    def artifact_path(self, name: str) -> Path:
+        return self.folder / self.manifest.artifact(name).file
+
+    @property
+    def params_m(self) -> float:
+        return sum(p.numel() for p in self.eager.parameters()) / 1e6
+
+
+class Workspace:
+    """Checkpoints, exports and model repositories of one run, under `root`, built on first use and cached."""
+
+    def __init__(self, root: Path, plan: Plan, log: Log = lambda _: None) -> None:
+        self.root = Path(root)
+        self.plan = plan
+        self.log = log
+        self._exports: dict[str, Export] = {}
+        self._fp16: set[str] = set()
+
+    def checkpoint(self, key: str) -> Path:
+        """A realistic random-weight checkpoint (state dict) of `key`; the architecture is passed when loading."""
+        import torch
+
+        from modelship.export.checkpoint.arch import build_model
+        from modelship.testing.realistic import make_realistic
+
+        model = MODELS[key]
+        path = self.root / "checkpoints" / f"{key}.pt"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            net = build_model(model.arch)
+            example = torch.randn(4, 3, model.resolution, model.resolution, generator=torch.Generator().manual_seed(0))
+            make_realistic(net, example)
+            torch.save(net.state_dict(), path)
+        return path
+
+    def export(self, key: str, *, fp16: bool = False) -> Export:
+        """Load `key`'s checkpoint with the project's loader and export TorchScript + ONNX (+ fp16) with its
+        pipeline, timed; cached (an fp16 export also serves fp32-only requests)."""
+        cached = self._exports.get(key)
+        if cached is not None and (not fp16 or key in self._fp16):
+            return cached
+        from modelship.contract.manifest import Source
+        from modelship.export.checkpoint import LoadOptions, load_model
+        from modelship.export.pipeline import ExportSpec, run_export
+
+        model = MODELS[key]
+        checkpoint = self.checkpoint(key)
+        self.log(f"exporting {key} ({model.arch}{', fp16' if fp16 else ''})")
+        began = time.perf_counter()
+        loaded = load_model(LoadOptions(checkpoint, arch=model.arch))
+        load_seconds = time.perf_counter() - began
+        spec = ExportSpec(
+            self.root / "exports" / (key + ("_fp16" if fp16 else "")),
+            fp16=fp16,
+            input_options=(model.input_option,),
+            force=True,
+        )
+        source = Source(str(checkpoint), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
+        result = run_export(loaded.model, spec, source=source, metadata=loaded.metadata, preprocess=loaded.preprocess)
+        seconds = time.perf_counter() - began
+        export = Export(
+            model=model,
+            folder=result.folder,
+            manifest=result.manifest,
+            timings=list(result.timings),
+            seconds=seconds,
+            load_seconds=load_seconds,
+            eager=loaded.model,
+            checkpoint=checkpoint,
+        )
+        self._exports[key] = export
+        if fp16:
+            self._fp16.add(key)
+        return export
+
+    def repo(self, name: str) -> Path:
+        """A fresh, empty model repository folder."""
+        import shutil
+
+        path = self.root / "repos" / name
+        shutil.rmtree(path, ignore_errors=True)
+        path.mkdir(parents=True)
+        return path
+
+    def publish(
+        self, repo: Path, key: str, artifact: str = "onnx", *, name_suffix: str = "", max_batch_size: int | None = None
+    ) -> str:
+        """Publish one artifact of `key`'s export into `repo` (default serving options, or this max batch size);
+        returns the Triton model name."""
+        from modelship.serve.publish import publish_export
+        from modelship.serve.triton_config import ServingOptions
+
+        export = self.export(key)
+        serving = ServingOptions() if max_batch_size is None else ServingOptions(max_batch_size=max_batch_size)
+        name = key + name_suffix
+        return publish_export(export.folder, repo, name=name, artifacts=[artifact], serving=serving).names[0]
+
+
+def sample_inputs(export: Export, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded float32 inputs for `export` at `batch` (the same arrays go to the server and to in-process ORT)."""
+    from modelship.export.parity import random_inputs
+
+    return random_inputs(export.manifest.io, {"batch": batch}, seed)

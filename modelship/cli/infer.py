@@ -1,0 +1,109 @@
+"""`modelship infer IMAGE... --model NAME`: classify images with a served model, over HTTP or gRPC.
+
+The preprocessing spec and labels come from the model itself (config parameters written by `modelship publish`),
+so the client needs nothing but the server's address: no torch, no export folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import numpy as np
+
+from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.contract.errors import ClientError, UsageError
+from modelship.preprocess.image import preprocess_images
+from modelship.serve.client import PROTOCOLS, ModelInfo, TritonClient
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[list[dict]]:
+    """Per row: the k best classes as {"index", "label", "score" (raw), "probability" (softmax)}."""
+    probabilities = softmax(scores)
+    rows = []
+    for row, probs in zip(scores, probabilities, strict=True):
+        best = np.argsort(-row, kind="stable")[:k]
+        rows.append(
+            [
+                {
+                    "index": int(i),
+                    "label": labels[i] if labels and i < len(labels) else str(int(i)),
+                    "score": float(row[i]),
+                    "probability": float(probs[i]),
+                }
+                for i in best
+            ]
+        )
+    return rows
+
+
+def classify(client: TritonClient, model: str, images: list[Path], *, batch: int = 8, k: int = 5) -> list[dict]:
+    """Preprocess `images` with the model's published spec, send them in batches, return top-k per image."""
+    info = client.model(model)
+    spec = info.preprocess
+    if spec is None:
+        raise ClientError(
+            f"model {model!r} publishes no preprocessing spec", hint="publish it with `modelship publish`"
+        )
+    tensor = _image_input(info)
+    size = min(batch, info.max_batch_size) if info.max_batch_size else 1
+    output = info.outputs[0].name
+    requests = []
+    for start in range(0, len(images), size):
+        pixels = preprocess_images(images[start : start + size], spec)
+        if not info.max_batch_size and len(tensor.shape) == pixels.ndim - 1:
+            pixels = pixels[0]  # a model without a batch axis takes one image
+        requests.append({tensor.name: pixels.astype(tensor.dtype, copy=False)})
+    results = client.infer_many(model, requests, outputs=[output])
+    scores = np.concatenate([np.atleast_2d(r[output]).astype(np.float32) for r in results])
+    return [
+        {"image": str(path), "top_k": best} for path, best in zip(images, top_k(scores, k, info.labels), strict=True)
+    ]
+
+
+def _image_input(info: ModelInfo):
+    if len(info.inputs) != 1:
+        raise ClientError(
+            f"model {info.name!r} takes {len(info.inputs)} inputs; `infer` classifies single-image-input models"
+        )
+    return info.inputs[0]
+
+
+@click.command("infer", cls=GuardedCommand)
+@click.argument("images", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--model", required=True, help="Served model name, e.g. resnet18_onnx.")
+@click.option("--url", default=None, help="Server address: http://HOST:PORT, grpc://HOST:PORT or HOST:PORT.")
+@click.option(
+    "--protocol",
+    type=click.Choice(PROTOCOLS),
+    default=None,
+    help="http (default port 8000) or grpc (8001), when --url has no scheme.",
+)
+@click.option("--top-k", "k", type=int, default=5, show_default=True, help="How many classes to show per image.")
+@click.option("--batch", type=int, default=8, show_default=True, help="Images per request (capped by max_batch_size).")
+@json_option
+def infer_command(
+    images: tuple[Path, ...], model: str, url: str | None, protocol: str | None, k: int, batch: int, as_json: bool
+) -> None:
+    """Classify IMAGE files with a model served by Triton, printing the top-k classes with labels.
+
+    Images are preprocessed exactly as at export (the spec is read from the served model's config) and sent as
+    binary tensors with tritonclient; batches are sent concurrently.
+    """
+    if k < 1 or batch < 1:
+        raise UsageError("--top-k and --batch must be at least 1")
+    with TritonClient(url, protocol) as client:
+        predictions = classify(client, model, list(images), batch=batch, k=k)
+        if as_json:
+            emit_json({"ok": True, "model": model, "url": client.url, "predictions": predictions})
+            return
+    for prediction in predictions:
+        click.echo(prediction["image"])
+        for rank, entry in enumerate(prediction["top_k"], 1):
+            click.echo(f"  {rank}. {entry['label']:<24} {entry['probability']:7.2%}  (score {entry['score']:.4f})")

@@ -1,0 +1,268 @@
+"""`modelship parity EXPORT_DIR`: re-check an export's artifacts against eager PyTorch or its golden data.
+
+Flags become a `CheckRequest` (export.check), which `check_export` runs; this module adds the served model as one
+more candidate when asked, prints the table and writes parity.json.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from modelship.cli.flags import flag_group
+from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.contract.errors import ParityError, UsageError
+
+if TYPE_CHECKING:  # the check imports torch lazily; --help stays fast
+    from modelship.contract.manifest import Manifest
+    from modelship.export.check import ReferenceChoice
+    from modelship.export.parity import ToleranceOverrides
+
+REPORT_NAME = "parity.json"
+
+
+def _reference_choice(**flags: Any) -> ReferenceChoice:
+    from modelship.export.check import ReferenceChoice
+
+    return ReferenceChoice(**flags)
+
+
+def _tolerances(atol: float | None, rtol: float | None, tolerances: Path | None) -> ToleranceOverrides:
+    from modelship.export.parity import ToleranceOverrides
+
+    every = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+    return ToleranceOverrides(file=tolerances, every=every, flags={"atol": "--atol", "rtol": "--rtol"})
+
+
+@dataclass(frozen=True)
+class ServedFlags:
+    """--served and how to reach and judge the served model (`url` None: no served model)."""
+
+    url: str | None
+    protocol: str
+    model: str | None
+    precision: str
+
+
+reference_flags = flag_group(
+    "reference",
+    [
+        click.option(
+            "--against",
+            type=click.Choice(["checkpoint", "golden"]),
+            default="checkpoint",
+            show_default=True,
+            help="Reference: the checkpoint rebuilt in eager PyTorch, or the golden outputs saved at export (no "
+            "checkpoint or model code needed).",
+        ),
+        click.option(
+            "--checkpoint",
+            type=click.Path(path_type=Path, dir_okay=False),
+            help="Checkpoint to rebuild, if it moved since export (its sha256 must match the manifest's).",
+        ),
+        click.option(
+            "--arch",
+            metavar="NAME",
+            help="Architecture to rebuild the checkpoint with. Needed when the manifest names an import path "
+            "(package.module:Factory): a file may name only registry architectures, code to import comes from the "
+            "command line. Default: the manifest's.",
+        ),
+        click.option(
+            "--batch-sizes",
+            default="1,8",
+            show_default=True,
+            callback=parse_batch_sizes,
+            help="Batch sizes of the seeded random inputs (with --against checkpoint).",
+        ),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs."),
+        click.option(
+            "--images",
+            type=click.Path(path_type=Path, file_okay=False),
+            metavar="DIR",
+            help="Also compare end to end on the image files in DIR: eager PyTorch gets them through the model's "
+            "training transforms (timm/torchvision config, or the checkpoint's preprocess metadata), each artifact "
+            "through the manifest's preprocessing spec. Two sets: the first image alone, then all of them.",
+        ),
+        click.option(
+            "--preprocess",
+            "preprocess_file",
+            type=click.Path(path_type=Path, dir_okay=False),
+            metavar="FILE",
+            help="Serving preprocessing spec (JSON) for --images, instead of the manifest's (to test a candidate "
+            "spec).",
+        ),
+    ],
+    _reference_choice,
+)
+tolerance_flags = flag_group(
+    "tolerances",
+    [
+        click.option(
+            "--atol",
+            type=float,
+            default=None,
+            help="Absolute tolerance for every artifact (default: fp32 1e-3, fp16 1e-1).",
+        ),
+        click.option(
+            "--rtol",
+            type=float,
+            default=None,
+            help="Relative tolerance for every artifact (default: fp32 1e-3, fp16 5e-2).",
+        ),
+        click.option(
+            "--tolerances",
+            type=click.Path(path_type=Path, dir_okay=False),
+            metavar="FILE",
+            help="JSON tolerances: fields atol, rtol, min_cosine, min_top1 and per_output {name: {...}}, "
+            'optionally keyed by precision: {"fp16": {"atol": 0.1}}. --atol/--rtol apply on top.',
+        ),
+    ],
+    _tolerances,
+)
+served_flags = flag_group(
+    "served",
+    [
+        click.option(
+            "--served",
+            "url",
+            metavar="URL",
+            help="Also compare the model served by Triton at URL (host:port, http://... or grpc://...).",
+        ),
+        click.option(
+            "--protocol",
+            type=click.Choice(["http", "grpc"]),
+            default="http",
+            show_default=True,
+            help="Protocol for --served when URL has no scheme.",
+        ),
+        click.option(
+            "--served-model",
+            "model",
+            metavar="NAME",
+            help="Triton model name for --served. Default: as published, NAME_ARTIFACT for one --artifact, else "
+            "NAME_onnx.",
+        ),
+        click.option(
+            "--served-precision",
+            "precision",
+            type=click.Choice(["fp32", "fp16"]),
+            default="fp32",
+            show_default=True,
+            help="Tolerances to judge the served model by.",
+        ),
+    ],
+    ServedFlags,
+)
+
+
+@click.command("parity", cls=GuardedCommand)
+@click.argument("export_dir", type=click.Path(path_type=Path, file_okay=False), metavar="EXPORT_DIR")
+@reference_flags
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="NAME",
+    help="Check only this artifact (onnx, onnx_fp16, torchscript, torchscript_fp16). Repeatable. Default: all.",
+)
+@tolerance_flags
+@served_flags
+@click.option(
+    "--isolate/--no-isolate",
+    default=True,
+    show_default=True,
+    help="Run ONNX Runtime in a child process, so a native crash is reported instead of killing the run.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="For every failing artifact, find the first module whose output differs from eager PyTorch (and for fp16, "
+    "float16 overflow/underflow): needs --against checkpoint.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="PATH",
+    help=f"Where to write the JSON report. Default: EXPORT_DIR/{REPORT_NAME}.",
+)
+@json_option
+def parity_command(
+    export_dir: Path,
+    reference: ReferenceChoice,
+    artifacts: tuple[str, ...],
+    tolerances: ToleranceOverrides,
+    served: ServedFlags,
+    isolate: bool,
+    explain: bool,
+    report_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Check that EXPORT_DIR's artifacts still match their reference, output by output.
+
+    \b
+    Prints max abs/rel error, p99, cosine and top-1 agreement per output, the tolerance that would have been
+    needed, writes parity.json, and exits 1 if any artifact fails.
+
+    \b
+    Examples:
+      modelship parity exports/resnet50
+      modelship parity exports/resnet50 --against golden --artifact onnx_fp16
+      modelship parity exports/resnet50 --images photos/ --batch-sizes 1,16 --atol 1e-3
+      modelship parity exports/resnet50 --served localhost:8001 --protocol grpc
+    """
+    from modelship.contract.manifest import Manifest
+    from modelship.export.check import Candidate, CheckRequest, check_export
+
+    request = CheckRequest(export_dir, reference, artifacts, tolerances, isolate=isolate, explain=explain)
+    if served.url is not None:
+        runner = _served_runner(Manifest.read(export_dir), served, artifacts)
+        request = replace(request, extra=(Candidate(runner, served.precision),))
+    console = make_console(stderr=True)
+    result = check_export(request, status=console.status)
+    payload = result.to_dict()
+    report_path = report_path or export_dir / REPORT_NAME
+    report_path.write_text(json.dumps(payload, indent=2) + "\n")
+    payload["report"] = str(report_path)
+    reports = result.reports
+    if not as_json:
+        from modelship.export.parity import render_table
+
+        make_console().print(render_table(reports))
+        for report in reports:
+            click.echo(report.summary_line())
+            for reason in report.failures():
+                click.echo(f"  - {reason}")
+            if report.candidate in result.diagnoses:
+                click.echo(f"  => {result.diagnoses[report.candidate]}")
+            for line in result.explained[report.candidate].lines() if report.candidate in result.explained else []:
+                click.echo(f"  => {line}")
+    if not result.passed:
+        failed = [r for r in reports if not r.passed]
+        why = next(iter(result.diagnoses.values()), None) or next(r.failures() or [r.error] for r in failed)[0]
+        raise ParityError(
+            f"{len(failed)} of {len(reports)} failed parity against {result.reference}: "
+            f"{', '.join(r.candidate for r in failed)} - {why}",
+            hint=f"details in {report_path}",
+            details={k: v for k, v in payload.items() if k != "ok"},
+        )
+    if as_json:
+        emit_json(payload)
+    else:
+        click.echo(f"all {len(reports)} passed parity against {result.reference}; report: {report_path}")
+
+
+def _served_runner(manifest: Manifest, served: ServedFlags, artifacts: tuple[str, ...]) -> Any:
+    """The Triton runner of --served: the model as published unless --served-model names it."""
+    assert served.url is not None
+    try:
+        from modelship.serve.publish import served_name
+        from modelship.serve.runners import TritonRunner
+    except ImportError as exc:
+        raise UsageError(f"--served is not available: {exc}") from None
+    artifact = artifacts[0] if len(artifacts) == 1 else "onnx"
+    return TritonRunner(served.url, served.model or served_name(manifest.name, artifact), served.protocol)

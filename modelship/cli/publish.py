@@ -1,0 +1,109 @@
+"""`modelship publish EXPORT_DIR`: write one Triton model per artifact into a model repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from modelship.cli.flags import flag_group
+from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.serve.publish import DEFAULT_REPO, publish_export
+from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
+
+# How each published model is served, reaching the command as `serving: ServingOptions`
+serving_flags = flag_group(
+    "serving",
+    [
+        click.option(
+            "--kind",
+            type=click.Choice(list(KINDS)),
+            default="auto",
+            show_default=True,
+            help="Instance kind: auto writes no kind (Triton uses the GPUs it finds, else the CPU); cpu or gpu fix it.",
+        ),
+        click.option("--instances", type=int, default=1, show_default=True, help="Model instances per device."),
+        click.option("--trt-fp16", is_flag=True, help="GPU ONNX models: enable the TensorRT accelerator in FP16."),
+        click.option(
+            "--max-batch-size",
+            type=int,
+            default=DEFAULT_MAX_BATCH_SIZE,
+            show_default=True,
+            help="max_batch_size for models with a dynamic batch axis.",
+        ),
+        click.option(
+            "--max-queue-delay-us",
+            type=int,
+            default=DEFAULT_QUEUE_DELAY_US,
+            show_default=True,
+            help="Dynamic batching: how long (µs) a request may wait for others to form a batch.",
+        ),
+        click.option(
+            "--keep-versions",
+            type=int,
+            default=1,
+            show_default=True,
+            help="Serve the latest N versions (version_policy); 0 serves all. Older folders stay on disk.",
+        ),
+    ],
+    ServingOptions,
+)
+
+
+@click.command("publish", cls=GuardedCommand)
+@click.argument("export_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=DEFAULT_REPO,
+    show_default=True,
+    help="Triton model repository to publish into (created if missing).",
+)
+@click.option("--name", default=None, help="Base model name; models are NAME_<artifact>. Default: the export's name.")
+@click.option(
+    "--artifact",
+    "artifacts",
+    multiple=True,
+    metavar="NAME",
+    help="Publish only this artifact (onnx, onnx_fp16, torchscript, torchscript_fp16); repeat. Default: all.",
+)
+@click.option("--version", type=int, default=None, help="Explicit version number (must be free). Default: latest + 1.")
+@click.option(
+    "--labels",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Class labels, one per line (default: the labels in the export manifest).",
+)
+@serving_flags
+@json_option
+def publish_command(
+    export_dir: Path,
+    repo: Path,
+    name: str | None,
+    artifacts: tuple[str, ...],
+    version: int | None,
+    labels: Path | None,
+    serving: ServingOptions,
+    as_json: bool,
+) -> None:
+    """Publish EXPORT_DIR (written by export-model) to a Triton model repository.
+
+    One Triton model per artifact, NAME_onnx, NAME_onnx_fp16, NAME_torchscript, NAME_torchscript_fp16, each with
+    a config.pbtxt, labels.txt, preprocess.json and a new immutable version folder holding the sha256-verified
+    model file and its manifest (modelship.json). Safe against concurrent and interrupted publishers.
+    """
+    chosen = list(artifacts) or None
+    result = publish_export(
+        export_dir, repo, name=name, artifacts=chosen, version=version, labels=labels, serving=serving
+    )
+    if as_json:
+        emit_json({"ok": True, **result.to_dict()})
+        return
+    table = Table(title=f"published to {result.repo}")
+    for column in ("model", "version", "artifact", "sha256"):
+        table.add_column(column)
+    for model in result.models:
+        table.add_row(model.name, str(model.version), model.artifact, model.sha256[:12])
+    make_console().print(table)
+    click.echo(f"serve it: modelship serve --repo {result.repo}")

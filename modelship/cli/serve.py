@@ -1,0 +1,210 @@
+"""`modelship serve`: run a local Triton server on a model repository, supervised, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+
+from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.contract.errors import ServeError
+from modelship.serve import repository
+from modelship.serve.publish import DEFAULT_REPO
+from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, production_command
+from modelship.serve.supervisor import Supervisor
+
+
+@click.command("serve", cls=GuardedCommand)
+@click.option(
+    "--repo",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=DEFAULT_REPO,
+    show_default=True,
+    help="Triton model repository to serve.",
+)
+@click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port.")
+@click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port.")
+@click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind. 0.0.0.0 exposes the server to the network (then the repository API stays closed).",
+)
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    metavar="NAME",
+    help="Load only this model (explicit model control; repeat). Default: every model in the repository.",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail unless every model loads (default: serve the models that load and name the ones that failed).",
+)
+@click.option(
+    "--expose-repository-api",
+    is_flag=True,
+    help="Allow Triton's repository API (model load/unload, which can run code) on a non-loopback --host. It is "
+    "always behind a secret header whose value is in --api-key-file.",
+)
+@click.option(
+    "--api-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help=f"Where to write the repository-API secret (mode 0600; sent as header {API_KEY_HEADER}). Default: a new "
+    "file under $XDG_RUNTIME_DIR/modelship or ~/.cache/modelship/servers, removed at exit.",
+)
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where Triton's own log goes (default: a new file under the temp folder; its path is printed).",
+)
+@click.option("--verbose", is_flag=True, help="Triton's verbose log on this terminal instead of a log file.")
+@json_option
+def serve_command(
+    repo: Path,
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int,
+    host: str,
+    models: tuple[str, ...],
+    strict: bool,
+    expose_repository_api: bool,
+    api_key_file: Path | None,
+    log_file: Path | None,
+    verbose: bool,
+    as_json: bool,
+) -> None:
+    """Serve a model repository with a local Triton Inference Server (2.51, from nvidia-pytriton) until Ctrl-C.
+
+    ONNX and TorchScript models run through modelship's Python-based `onnxruntime` and `pytorch` backends (the
+    stock container uses Triton's native ones on the same repository; the equivalent command is printed).
+
+    \b
+    Supervised: if tritonserver dies (a request can abort it) it is restarted on the same ports with back-off;
+    if a model's backend stub dies, that model is reloaded. Models that fail to load are named and skipped;
+    the command fails only when none loads (or any, with --strict). On loopback the repository API is open
+    behind a secret header (needed for --model and for reloads); on other addresses it stays closed unless
+    --expose-repository-api.
+    """
+    for name in models:
+        repository.check_model_name(name)
+    server = TritonServer(
+        repo,
+        host=host,
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        explicit_models=list(models) or None,
+        repository_api=is_loopback(host) or bool(models),
+        expose_repository_api=expose_repository_api,
+        api_key_file=api_key_file,
+        strict=strict,
+        log_file=log_file,
+        verbose=verbose,
+    )
+    restored = _recover_interrupted_publish(repo)
+    stop = threading.Event()
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, request_stop)
+    previous_int = signal.getsignal(signal.SIGINT)
+    click.echo(f"starting tritonserver on {repo} ...", err=True)
+    try:
+        server.start()  # Ctrl-C here interrupts the start (KeyboardInterrupt)
+        signal.signal(signal.SIGINT, request_stop)  # from now on Ctrl-C asks the supervisor to stop
+        summary = _summary(server, http_port, grpc_port, metrics_port, restored)
+        if as_json:
+            emit_json(summary)
+        else:
+            _print_summary(summary)
+        Supervisor(server, log=lambda line: click.echo(f"supervisor: {line}", err=True)).run(stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if server.process is not None:
+            click.echo("stopping tritonserver ...", err=True)
+        server.stop()
+        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
+
+
+def _recover_interrupted_publish(repo: Path) -> list[str]:
+    """Roll back a publish whose publisher was killed part-way (serve.repository), before Triton reads the repo."""
+    if not repository.staging_root(repo).exists():
+        return []
+    with repository.locked(repo):
+        return repository.recover(repo)
+
+
+def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored: list[str]) -> dict[str, Any]:
+    """What is served, what failed and why; ServeError when nothing loaded."""
+    wanted = server.explicit_models
+    index = [m for m in server.model_index() if wanted is None or m["name"] in wanted]
+    loaded = [m for m in index if m.get("state") == "READY"]
+    failed = [
+        {"name": m["name"], "reason": m.get("reason") or _log_reason(server, m["name"])}
+        for m in index
+        if m.get("state") != "READY"
+    ]
+    if failed and not loaded:
+        raise ServeError(
+            f"no model loaded from {server.repo}: " + "; ".join(f"{f['name']}: {f['reason'][:160]}" for f in failed),
+            hint=f"fix or remove the broken model folders (server log: {server.log_file})",
+            details={"failed": failed},
+        )
+    return {
+        "ok": True,
+        "repo": str(server.repo),
+        "http": server.http_url,
+        "grpc": server.grpc_url,
+        "metrics": server.metrics_url,
+        "models": loaded,
+        "failed": failed,
+        "restored": restored,
+        "startup_s": round(server.startup_s or 0.0, 2),
+        "repository_api": (
+            {"header": API_KEY_HEADER, "key_file": str(server.api_key_file)} if server.repository_api else None
+        ),
+        "log_file": None if server.verbose else str(server.log_file),
+        "production_command": production_command(server.repo, http, grpc, metrics),
+    }
+
+
+def _log_reason(server: TritonServer, name: str) -> str:
+    """Why Triton could not even poll a model folder (the index has no reason for those): its log line."""
+    lines = [line for line in server.log_tail(400).splitlines() if f"'{name}'" in line]
+    return lines[-1].split("] ", 1)[-1].strip().strip('"') if lines else "not loadable (see the server log)"
+
+
+def _print_summary(summary: dict) -> None:
+    click.echo(f"Triton ready in {summary['startup_s']} s")
+    click.echo(f"  HTTP     {summary['http']}")
+    click.echo(f"  gRPC     {summary['grpc']}")
+    click.echo(f"  metrics  {summary['metrics']}")
+    click.echo(f"  models   ({len(summary['models'])})")
+    for model in summary["models"]:
+        click.echo(f"    {model['name']:<40} v{model.get('version', '?'):<4} {model.get('state', '')}")
+    for model in summary["failed"]:
+        click.secho(f"    {model['name']:<40} FAILED: {model['reason'][:200]}", fg="red")
+    for target in summary["restored"]:
+        click.echo(f"  restored {target} (a publish was interrupted)")
+    if summary["repository_api"]:
+        api = summary["repository_api"]
+        click.echo(f"  repository API: header {api['header']} with the secret in {api['key_file']}")
+    else:
+        click.echo("  repository API: closed")
+    if summary["log_file"]:
+        click.echo(f"  log      {summary['log_file']}")
+    click.echo("Production equivalent (GPU host, stock container with native backends):")
+    click.echo(f"  {summary['production_command']}")
+    click.echo("Ctrl-C to stop.")

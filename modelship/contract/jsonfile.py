@@ -1,0 +1,24 @@
+"""Reading the small JSON files users hand to modelship (tolerances, preprocessing specs, sidecars)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from modelship.contract.errors import ModelshipError, UsageError
+
+
+def read_json_object(
+    path: Path, what: str, *, error: type[ModelshipError] = UsageError, hint: str | None = None
+) -> dict[str, Any]:
+    """The JSON object in `path`; a missing, unreadable or non-object file raises `error` naming the file."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found", hint=hint) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise error(f"{path}: {what} is not readable JSON ({exc})", hint=hint) from None
+    if not isinstance(data, dict):
+        raise error(f"{path}: {what} must hold one JSON object, not {type(data).__name__}", hint=hint)
+    return data

@@ -1,0 +1,184 @@
+"""`manifest.json`: what an export folder holds, where it came from, and the proof that its numbers are right.
+
+Written by `export-model`, read by `modelship parity` and `modelship publish`, copied beside every published
+Triton model. Paths inside are relative to the export folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modelship.contract.artifacts import ARTIFACT_FORMATS
+from modelship.contract.errors import ModelshipError, PreprocessError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.parity_report import ParityReport
+from modelship.contract.preprocessing import PreprocessSpec
+
+MANIFEST_NAME = "manifest.json"
+SCHEMA_VERSION = 1
+PRECISIONS = ("fp32", "fp16")
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 of a file, read in 1 MiB blocks: how checkpoints and artifacts are identified in a manifest."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class StepTiming:
+    """How long one export step took (`artifact`: the artifact it built or verified, None for shared steps)."""
+
+    step: str
+    seconds: float
+    artifact: str | None = None
+    ok: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "artifact": self.artifact, "seconds": round(self.seconds, 4), "ok": self.ok}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StepTiming:
+        return cls(data["step"], float(data["seconds"]), data.get("artifact"), bool(data.get("ok", True)))
+
+
+@dataclass
+class Source:
+    """The checkpoint an export was made from and how its architecture was resolved."""
+
+    checkpoint: str
+    sha256: str
+    arch: str
+    arch_kwargs: dict[str, Any] = field(default_factory=dict)
+    arch_source: str = "flag"
+
+
+@dataclass
+class Artifact:
+    """One exported file. `io` is the artifact's own I/O (fp16 I/O for `--fp16-io` variants)."""
+
+    name: str
+    format: str
+    precision: str
+    file: str
+    sha256: str
+    io: IOSpec
+    parity: ParityReport | None = None  # the verification it passed at export
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.format not in ARTIFACT_FORMATS:
+            raise ValueError(f"artifact format must be one of {ARTIFACT_FORMATS}, got {self.format!r}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"artifact precision must be one of {PRECISIONS}, got {self.precision!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "format": self.format,
+            "precision": self.precision,
+            "file": self.file,
+            "sha256": self.sha256,
+            "io": self.io.to_dict(),
+            "parity": self.parity.to_dict() if self.parity is not None else {},
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Artifact:
+        return cls(
+            name=data["name"],
+            format=data["format"],
+            precision=data["precision"],
+            file=data["file"],
+            sha256=data["sha256"],
+            io=IOSpec.from_dict(data["io"]),
+            parity=ParityReport.from_dict(data["parity"]) if data.get("parity") else None,
+            details=data.get("details", {}),
+        )
+
+
+@dataclass
+class Manifest:
+    """Everything known about one export, typed: reading a manifest validates every part of it once."""
+
+    name: str
+    source: Source
+    io: IOSpec
+    artifacts: list[Artifact] = field(default_factory=list)
+    preprocess: PreprocessSpec | None = None
+    labels: list[str] | None = None
+    golden: str | None = None
+    timings: list[StepTiming] = field(default_factory=list)
+    tool_version: str = ""
+    created: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    def artifact(self, name: str) -> Artifact:
+        for art in self.artifacts:
+            if art.name == name:
+                return art
+        known = ", ".join(a.name for a in self.artifacts) or "none"
+        raise ModelshipError(f"export {self.name!r} has no artifact {name!r}", hint=f"artifacts: {known}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "name": self.name,
+            "tool_version": self.tool_version,
+            "created": self.created,
+            "source": vars(self.source),
+            "io": self.io.to_dict(),
+            "preprocess": self.preprocess.to_dict() if self.preprocess is not None else None,
+            "labels": self.labels,
+            "golden": self.golden,
+            "timings": [t.to_dict() for t in self.timings],
+            "artifacts": [a.to_dict() for a in self.artifacts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        return cls(
+            name=data["name"],
+            source=Source(**data["source"]),
+            io=IOSpec.from_dict(data["io"]),
+            artifacts=[Artifact.from_dict(a) for a in data.get("artifacts", [])],
+            preprocess=_preprocess(data.get("preprocess")),
+            labels=data.get("labels"),
+            golden=data.get("golden"),
+            timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
+            tool_version=data.get("tool_version", ""),
+            created=data.get("created", ""),
+            schema_version=data.get("schema_version", SCHEMA_VERSION),
+        )
+
+    def write(self, folder: Path) -> Path:
+        path = Path(folder) / MANIFEST_NAME
+        path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def read(cls, folder: Path) -> Manifest:
+        path = Path(folder) / MANIFEST_NAME
+        if not path.is_file():
+            raise ModelshipError(f"{folder}: no {MANIFEST_NAME} here", hint="pass a folder written by export-model")
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ModelshipError(f"{path}: not a valid modelship manifest ({exc})") from None
+
+
+def _preprocess(data: Any) -> PreprocessSpec | None:
+    if data is None:
+        return None
+    try:
+        return PreprocessSpec.from_dict(data)
+    except PreprocessError as exc:
+        raise ValueError(f"field 'preprocess' is invalid: {exc.message}") from None

@@ -1,7 +1,0 @@
-"""modelship bench: measure export, parity and serving side by side, and report ratios.
-
-Every headline figure is a ratio of two measurements taken in the same run on the same machine (served vs
-in-process throughput, tool vs bare library call), so a noisy or slow machine shifts both sides together.
-`loadgen` (Python load generator) and `perf_analyzer` (Triton's own, 2.51) drive the server; `suites` hold the
-measurements; `results` prints one table and writes JSON; `plot` draws the cost-growth figure.
-"""
