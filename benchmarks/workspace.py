@@ -175,7 +175,9 @@ class Workspace:
             force=True,
         )
         source = Source(str(checkpoint), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
-        result = run_export(loaded.model, spec, source=source, metadata=loaded.metadata, preprocess=loaded.preprocess)
+        result = run_export(
+            loaded.model, spec, source=source, metadata=loaded.metadata, preprocess=loaded.serving_spec()
+        )
         seconds = time.perf_counter() - began
         export = Export(
             model=model,

@@ -1,4 +1,5 @@
-"""`python -m modelship.demo`: train -> checkpoint -> export-model -> parity -> publish -> Triton -> HTTP + gRPC."""
+"""`python -m modelship.demo`: train -> checkpoint -> export-model -> parity -> publish -> Triton -> HTTP + gRPC,
+and a photo classified by curl alone through the server-side preprocessing pipeline."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from modelship.cli.infer import classify
 from modelship.contract.errors import ModelshipError
 from modelship.demo.train import ARCH, LABELS, save_checkpoint, train, write_samples
 from modelship.serve.client import TritonClient
+from modelship.serve.pipeline import curl_example
 from modelship.serve.server import TritonServer, production_command
 
 ARTIFACTS = ("onnx", "onnx_fp16", "torchscript", "torchscript_fp16")
+PIPELINE = "digits_pipeline"  # encoded images in: server-side preprocessing, then digits_onnx
 CLI = "import sys; from modelship.cli.main import main; main(prog_name=sys.argv.pop(1))"
 
 
@@ -93,7 +96,7 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
 
     models = [f"digits_{a}" for a in ARTIFACTS]
     with step("4. start Triton (2.51) on loopback", timings):
-        server = TritonServer(repo, explicit_models=models).start()
+        server = TritonServer(repo, explicit_models=[*models, PIPELINE]).start()
         click.echo(f"ready in {server.startup_s:.1f} s: HTTP {server.http_url}, gRPC {server.grpc_url}")
         click.echo(f"server log: {server.log_file}")
         click.echo(f"production: {production_command(repo)}")
@@ -105,14 +108,24 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
             )
             truth = np.array([label for _, label in samples])
             _accuracy_table(server, models, paths, truth)
-        with step("6. parity of the served models against the checkpoint", timings):
+        with step(f"6. classify a digit image with curl alone: {PIPELINE} decodes and preprocesses it", timings):
+            script = curl_example(server.http_url, PIPELINE, shlex.quote(str(paths[0])), "logits", classes=3)
+            click.echo(script)
+            answer = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+            click.echo(f"-> {answer.strip()}")
+        with step("7. parity of the served models against the checkpoint", timings):
             for artifact, url, precision in (("onnx", server.grpc_url, "fp32"), ("onnx_fp16", server.http_url, "fp16")):
                 run_cli(
                     "modelship", "parity", export_dir, "--arch", ARCH, "--artifact", artifact, "--served", url,
                     "--served-model", f"digits_{artifact}", "--served-precision", precision,
                 )  # fmt: skip
+            samples_dir = training / "samples"
+            run_cli(
+                "modelship", "parity", export_dir, "--arch", ARCH, "--artifact", "onnx", "--images", samples_dir,
+                "--served", server.http_url, "--served-model", PIPELINE,
+            )  # fmt: skip
     finally:
-        with step("7. stop Triton", timings):
+        with step("8. stop Triton", timings):
             server.stop()
     click.secho("\ndemo finished: " + ", ".join(f"{k.split('.')[0]}: {v:.1f} s" for k, v in timings.items()), bold=True)
     return timings

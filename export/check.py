@@ -126,9 +126,18 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             candidate = _serving(runner, serving, artifact.io)
             reports.append(_compare(reference, candidate, sets, labels, request.tolerances.config(artifact.precision)))
     for extra in request.extra:
+        tolerance = request.tolerances.config(extra.precision)
+        if getattr(extra.runner, "takes_images", False):  # a served pipeline: image files in, end to end
+            chosen = [i for i, inputs in enumerate(sets) if IMAGES in inputs]
+            if not chosen:
+                raise UsageError(f"{extra.runner.name} takes encoded images", hint="compare it with --images DIR")
+            with status(f"checking {extra.runner.name}"):
+                picked = [sets[i] for i in chosen], [labels[i] for i in chosen]
+                reports.append(_compare(reference, extra.runner, *picked, tolerance))
+            continue
         runner = _serving(extra.runner, serving, manifest.io)
         with status(f"checking {runner.name}"):
-            reports.append(_compare(reference, runner, sets, labels, request.tolerances.config(extra.precision)))
+            reports.append(_compare(reference, runner, sets, labels, tolerance))
     image_labels = {label for label, inputs in zip(labels, sets, strict=True) if IMAGES in inputs}
     diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, image_labels, images))}
     result = CheckResult(manifest, choice.against, reference.name, labels, reports, images, diagnoses, {})

@@ -9,6 +9,7 @@ from modelship.contract.preprocessing import PreprocessSpec
 from modelship.preprocess.builders import from_timm, from_timm_config, from_torchvision, spec_for_model, to_torchvision
 from modelship.preprocess.image import (
     center_crop,
+    decode_image,
     image_files,
     load_image,
     preprocess_images,
@@ -20,6 +21,7 @@ from modelship.preprocess.image import (
 __all__ = [
     "PreprocessSpec",
     "center_crop",
+    "decode_image",
     "from_timm",
     "from_timm_config",
     "from_torchvision",

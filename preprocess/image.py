@@ -8,6 +8,7 @@ bit for bit by copying its rules: the long side is `int(size * long / short)` (t
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,17 +31,39 @@ def load_image(path: str | Path, *, apply_exif: bool = True) -> Image.Image:
     """Decode an image file into an RGB PIL image (EXIF orientation applied unless `apply_exif=False`)."""
     path = Path(path)
     try:
-        with Image.open(path) as opened:
-            opened.load()
-            image = ImageOps.exif_transpose(opened) if apply_exif else opened.copy()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise PreprocessError(f"{path}: image file not found") from None
+    except OSError as exc:
+        raise PreprocessError(f"{path}: cannot read image ({exc.strerror or exc})") from None
+    return decode_image(data, apply_exif=apply_exif, source=str(path))
+
+
+def decode_image(
+    data: bytes, *, apply_exif: bool = True, max_pixels: int | None = None, source: str = "image"
+) -> Image.Image:
+    """Decode encoded image bytes (JPEG, PNG, WebP, BMP, GIF, TIFF; 8- or 16-bit, gray, RGBA) into an RGB PIL image,
+    EXIF orientation applied unless `apply_exif=False`. A PreprocessError names the cause: empty data, not an image,
+    truncated or corrupt data, or more than `max_pixels` pixels (checked from the header, before decoding: a
+    decompression bomb never allocates its pixels)."""
+    if not data:
+        raise PreprocessError(f"{source}: no image data (0 bytes)", hint="send the encoded image file's bytes")
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            width, height = opened.size
+            if max_pixels is not None and width * height > max_pixels:
+                raise PreprocessError(
+                    f"{source}: {width}x{height} image has {width * height} pixels, over the limit of {max_pixels}",
+                    hint="send a smaller image (or raise the model's max_pixels parameter)",
+                )
+            opened.load()
+            image = ImageOps.exif_transpose(opened) if apply_exif else opened.copy()
     except UnidentifiedImageError:
         hint = "use JPEG, PNG, BMP, GIF, TIFF or WebP"
-        raise PreprocessError(f"{path}: not an image Pillow can read", hint=hint) from None
-    except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise PreprocessError(f"{path}: cannot decode image ({exc})") from None
-    return to_rgb(image, source=str(path))
+        raise PreprocessError(f"{source}: not an image Pillow can read", hint=hint) from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise PreprocessError(f"{source}: cannot decode image, truncated or corrupt ({exc})") from None
+    return to_rgb(image, source=source)
 
 
 def to_rgb(image: Image.Image, *, source: str = "image") -> Image.Image:

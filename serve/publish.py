@@ -17,6 +17,7 @@ import hashlib
 import json
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,19 @@ from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
 from modelship.serve import repository
+from modelship.serve.pipeline import (
+    IMAGE,
+    PIPELINE_SUFFIX,
+    PREPROCESS_SUFFIX,
+    WARMUP_DIR,
+    PipelinePlan,
+    pipeline_config,
+    plan_pipeline,
+    preprocess_config,
+    serialized_bytes,
+    stage_preprocess_files,
+    warmup_image,
+)
 from modelship.serve.triton_config import (
     LABELS_FILE,
     ServingOptions,
@@ -37,6 +51,8 @@ from modelship.serve.triton_config import (
 )
 
 DEFAULT_REPO = Path("model_repo")
+AUTO_PIPELINE = "auto"  # a pipeline over the ONNX fp32 artifact when one can be built, else a note saying why
+AUTO_PIPELINE_ARTIFACT = "onnx"
 MANIFEST_FILE = "modelship.json"
 PREPROCESS_FILE = "preprocess.json"
 CONFIG_FILE = "config.pbtxt"
@@ -57,6 +73,7 @@ class PublishedModel:
 class PublishResult:
     repo: Path
     models: list[PublishedModel] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. why no pipeline was written
 
     @property
     def names(self) -> list[str]:
@@ -66,6 +83,7 @@ class PublishResult:
         return {
             "repo": str(self.repo),
             "models": [{k: str(v) if isinstance(v, Path) else v for k, v in vars(m).items()} for m in self.models],
+            "notes": self.notes,
         }
 
 
@@ -83,12 +101,15 @@ def publish_export(
     version: int | None = None,
     labels: Path | None = None,
     serving: ServingOptions | None = None,
+    pipeline: str | None = AUTO_PIPELINE,
 ) -> PublishResult:
     """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`, served
-    as `serving` says (default: ServingOptions()).
+    as `serving` says (default: ServingOptions()); with an image preprocessing spec, also `<name>_preprocess` and
+    the ensemble `<name>_pipeline` over the `pipeline` artifact (serve.pipeline): "auto" picks the ONNX fp32 one
+    and only notes why when none can be built; an artifact name must work; None writes no pipeline.
 
-        All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
-        before the repository changes; then one journaled commit makes them all visible (serve.repository).
+    All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
+    before the repository changes; then one journaled commit makes them all visible (serve.repository).
     """
     export_dir, repo = Path(export_dir), Path(repo or DEFAULT_REPO)
     repository.check_version(version)
@@ -101,14 +122,49 @@ def publish_export(
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
         _check_labels(art, label_list)
+    pipe = _pipeline_plan(manifest, chosen, model_names, base, pipeline)
+    if isinstance(pipe, str):
+        result.notes.append(pipe)
+        pipe = None
     with repository.locked(repo):
         plan = repository.Plan(repository.staging_dir(repo))
         for art in chosen:
             result.models.append(
                 _stage(plan, export_dir, repo, manifest, art, model_names[art.name], options, version, label_list)
             )
+        if pipe is not None:
+            result.models += _stage_pipeline(plan, repo, pipe, options, version, label_list)
         repository.commit(plan)
     return result
+
+
+def _pipeline_plan(
+    manifest: Manifest,
+    chosen: list[Artifact],
+    model_names: dict[str, str],
+    base: str,
+    artifact: str | None,
+) -> PipelinePlan | str | None:
+    """The pipeline to publish, None when not wanted, or (by default only) the reason there is none: asked for
+    explicitly, a pipeline that cannot be built is an error."""
+    if artifact is None:
+        return None
+    explicit = artifact != AUTO_PIPELINE
+    artifact = AUTO_PIPELINE_ARTIFACT if artifact == AUTO_PIPELINE else artifact
+    published = {a.name: a for a in chosen}
+    try:
+        if artifact not in published:
+            raise PublishError(
+                f"--pipeline-artifact {artifact}: that artifact is not being published",
+                hint=f"publish it too (--artifact {artifact}), or choose one of {', '.join(published)}",
+            )
+        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX):
+            repository.check_model_name(base + suffix)
+        return plan_pipeline(base, model_names[artifact], published[artifact], manifest.preprocess)
+    except PublishError as exc:
+        if explicit:
+            raise
+        return f"no {base}{PIPELINE_SUFFIX}: {exc.message}"
 
 
 def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
@@ -194,9 +250,8 @@ def _stage(
         },
     )
     _check_compatible(model_dir, config, options)
-    staged = plan.folder / model_name
-    version_dir = staged / str(number)
-    try:
+
+    def files(version_dir: Path) -> None:
         version_dir.mkdir(parents=True)
         _copy_verified(export_dir / art.file, version_dir / SERVED_FILES[art.format], art)
         for extra in _external_data(export_dir, art):
@@ -206,27 +261,102 @@ def _stage(
             "published": {"model": model_name, "version": number, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         }
         (version_dir / MANIFEST_FILE).write_text(json.dumps(record_dict, indent=2) + "\n")
-        model_files = {CONFIG_FILE: to_text(config)}
-        if labels:
-            model_files[LABELS_FILE] = "\n".join(labels) + "\n"
-        if manifest.preprocess is not None:
-            model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess.to_dict(), indent=2) + "\n"
-        for filename, text in model_files.items():
-            (staged / filename).write_text(text)
+
+    model_files: dict[str, str | bytes] = {CONFIG_FILE: to_text(config)}
+    if labels:
+        model_files[LABELS_FILE] = "\n".join(labels) + "\n"
+    if manifest.preprocess is not None:
+        model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess.to_dict(), indent=2) + "\n"
+    path = _install(plan, repo, model_name, number, files, model_files)
+    return PublishedModel(model_name, art.name, number, path, model_dir / CONFIG_FILE, art.sha256)
+
+
+def _stage_pipeline(
+    plan: repository.Plan,
+    repo: Path,
+    pipe: PipelinePlan,
+    options: ServingOptions,
+    version: int | None,
+    labels: list[str] | None,
+) -> list[PublishedModel]:
+    """Stage `<name>_preprocess` and the ensemble `<name>_pipeline` (serve.pipeline) into the plan."""
+    published = []
+    preprocess_number = repository.choose_version(repo / pipe.preprocess_name, version)
+    warmup = {f"{WARMUP_DIR}/{IMAGE}": serialized_bytes([warmup_image()])}
+    config = to_text(preprocess_config(pipe, options))
+    path = _install(
+        plan,
+        repo,
+        pipe.preprocess_name,
+        preprocess_number,
+        lambda version_dir: stage_preprocess_files(pipe, version_dir),  # model.py, spec, modelship's code
+        {CONFIG_FILE: config, **warmup},
+    )
+    published.append(
+        PublishedModel(
+            pipe.preprocess_name, "preprocess", preprocess_number, path, _config(repo, pipe.preprocess_name), ""
+        )
+    )
+    pipeline_number = repository.choose_version(repo / pipe.pipeline_name, version)
+    files: dict[str, str | bytes] = {CONFIG_FILE: to_text(pipeline_config(pipe, options, labels))}
+    if labels:
+        files[LABELS_FILE] = "\n".join(labels) + "\n"
+    path = _install(plan, repo, pipe.pipeline_name, pipeline_number, _empty_version, files)
+    config_path = _config(repo, pipe.pipeline_name)
+    published.append(
+        PublishedModel(pipe.pipeline_name, "pipeline", pipeline_number, path, config_path, pipe.artifact.sha256)
+    )
+    return published
+
+
+def _empty_version(version_dir: Path) -> None:
+    version_dir.mkdir(parents=True)  # an ensemble's version folder holds nothing, but Triton needs it
+
+
+def _config(repo: Path, model_name: str) -> Path:
+    return repo / model_name / CONFIG_FILE
+
+
+def _install(
+    plan: repository.Plan,
+    repo: Path,
+    model_name: str,
+    number: int,
+    version_files: Callable[[Path], None],
+    model_files: dict[str, str | bytes],
+) -> Path:
+    """Stage one model into the plan's staging folder (`version_files(version_dir)` writes the version folder,
+    `model_files` the model-level files by relative path) and add the renames that install it: a new model
+    appears whole; an existing one gets the new version folder and its model-level files replaced. Nothing in
+    `repo` changes here; returns the version folder it will have."""
+    model_dir = repo / model_name
+    staged = plan.folder / model_name
+    version_dir = staged / str(number)
+    try:
+        version_files(version_dir)
+        for relative, content in model_files.items():
+            target = staged / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content if isinstance(content, bytes) else content.encode())
     except OSError as exc:
         hint = "free space on the repository's filesystem, or publish elsewhere (--repo)"
         raise os_failure(PublishError, exc, f"{plan.folder}: cannot stage {model_name}", hint) from None
-    parse_config(model_files[CONFIG_FILE], str(model_dir / CONFIG_FILE))
+    parse_config(str(model_files[CONFIG_FILE]), str(model_dir / CONFIG_FILE))
     if not model_dir.exists():
         plan.new(staged, model_dir)  # a new model appears whole, config and version together
     else:
         plan.new(version_dir, model_dir / str(number))
-        for filename in model_files:
-            plan.replace(staged / filename, model_dir / filename)
+        for relative in model_files:
+            folder = Path(relative).parts[0]
+            if folder != relative and not (model_dir / folder).exists():
+                if not any(c.target == str(model_dir / folder) for c in plan.changes):
+                    plan.new(staged / folder, model_dir / folder)  # a model-level folder new to this model
+            else:
+                plan.replace(staged / relative, model_dir / relative)
         for stale in {LABELS_FILE, PREPROCESS_FILE} - set(model_files):
             if (model_dir / stale).exists():
                 plan.remove(model_dir / stale)
-    return PublishedModel(model_name, art.name, number, model_dir / str(number), model_dir / CONFIG_FILE, art.sha256)
+    return model_dir / str(number)
 
 
 def _check_compatible(model_dir: Path, config: Any, options: ServingOptions) -> None:

@@ -3,14 +3,18 @@
 Inputs and outputs are keyed by the export manifest's names. The served names can differ (LibTorch models take
 `INPUT__0`, return `OUTPUT__0`); the mapping is read from the model's config (`modelship.io`, written by
 `modelship publish`). Float inputs are cast to the served float dtype, as the local ONNX Runtime runner does, so
-the same float32 test inputs drive fp32 and fp16-I/O models.
+the same float32 test inputs drive fp32 and fp16-I/O models. A pipeline model (`<name>_pipeline`) gets the image
+files' bytes instead: the server decodes and preprocesses them.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from modelship.contract.errors import ClientError
+from modelship.export.parity.pipelines import IMAGES
 from modelship.serve.client import ModelInfo, Tensors, TritonClient
 
 
@@ -30,7 +34,15 @@ class TritonRunner:
             self._info = self.client.model(self.model_name)
         return self._info
 
+    @property
+    def takes_images(self) -> bool:
+        """True for a pipeline model (serve.pipeline): one TYPE_STRING input of encoded images, decoded and
+        preprocessed by the server. It runs on image-file input sets (`{"images": paths}`) only."""
+        return len(self.info.inputs) == 1 and self.info.inputs[0].datatype == "BYTES"
+
     def run(self, inputs: Tensors) -> Tensors:
+        if self.takes_images:
+            return self._run_images(inputs)
         info = self.info
         names = info.io_names
         missing = sorted(set(names.inputs.values()) - set(inputs))
@@ -43,6 +55,13 @@ class TritonRunner:
             feeds[served] = array.astype(dtype, copy=False) if array.dtype.kind == dtype.kind == "f" else array
         outputs = self.client.infer(self.model_name, feeds)
         return {names.outputs.get(served, served): value for served, value in outputs.items()}
+
+    def _run_images(self, inputs: Tensors) -> Tensors:
+        if IMAGES not in inputs:
+            raise ClientError(f"{self.name} takes encoded images", hint="compare it on image files: --images DIR")
+        files = [Path(p).read_bytes() for p in inputs[IMAGES]]
+        encoded = np.array([[data] for data in files], dtype=object)
+        return self.client.infer(self.model_name, {self.info.inputs[0].name: encoded})
 
     def close(self) -> None:
         self.client.close()

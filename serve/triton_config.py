@@ -61,6 +61,7 @@ class ServingOptions:
     max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
     keep_versions: int = 1  # serve the latest N versions; 0 = all
     trt_fp16: bool = False
+    max_image_pixels: int = 40_000_000  # a pipeline's preprocess model refuses images decoding to more pixels
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -73,6 +74,8 @@ class ServingOptions:
             raise PublishError(f"max queue delay must be >= 0 µs, got {self.max_queue_delay_us}")
         if self.keep_versions < 0:
             raise PublishError(f"keep-versions must be >= 0 (0 = all), got {self.keep_versions}")
+        if self.max_image_pixels < 1:
+            raise PublishError(f"max image pixels must be at least 1, got {self.max_image_pixels}")
         if self.trt_fp16 and self.kind != "gpu":
             raise PublishError("--trt-fp16 needs GPU instances", hint="add --kind gpu")
 
@@ -88,12 +91,13 @@ def triton_names(artifact: Artifact) -> ServedNames:
     return ServedNames.identity([t.name for t in io.inputs], [t.name for t in io.outputs])
 
 
-def _dims(spec: TensorSpec, batched: bool) -> list[int]:
+def dims(spec: TensorSpec, batched: bool) -> list[int]:
+    """Triton dims of a tensor: without the batch axis when batched, -1 for every named (dynamic) axis."""
     shape = spec.shape[1:] if batched else spec.shape
     return [d if isinstance(d, int) else -1 for d in shape]
 
 
-def _dtype(spec: TensorSpec) -> int:
+def triton_dtype(spec: TensorSpec) -> int:
     return mc.DataType.Value(dtypes.TABLE[spec.dtype].triton)
 
 
@@ -101,9 +105,9 @@ def _warmup(io: IOSpec, names: dict[str, str], batched: bool) -> mc.ModelWarmup:
     """One batch-1 request: random floats, zeros for integers (random ids could fall outside an embedding)."""
     warmup = mc.ModelWarmup(name="modelship_batch1", batch_size=1 if batched else 0)
     for triton_name, spec in zip(names, io.inputs, strict=True):
-        dims = [d if d > 0 else 1 for d in _dims(spec, batched)]
+        shape = [d if d > 0 else 1 for d in dims(spec, batched)]
         floating = spec.dtype.startswith(("float", "bfloat"))
-        entry = mc.ModelWarmup.Input(data_type=_dtype(spec), dims=dims)
+        entry = mc.ModelWarmup.Input(data_type=triton_dtype(spec), dims=shape)
         if floating:
             entry.random_data = True
         else:
@@ -139,9 +143,9 @@ def build_config(
         max_batch_size=options.max_batch_size if batched else 0,
     )
     for triton_name, spec in zip(names.inputs, io.inputs, strict=True):
-        config.input.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
+        config.input.add(name=triton_name, data_type=triton_dtype(spec), dims=dims(spec, batched))
     for triton_name, spec in zip(names.outputs, io.outputs, strict=True):
-        config.output.add(name=triton_name, data_type=_dtype(spec), dims=_dims(spec, batched))
+        config.output.add(name=triton_name, data_type=triton_dtype(spec), dims=dims(spec, batched))
     image_format = _image_format(io, preprocess)
     if image_format:
         config.input[0].format = mc.ModelInput.Format.Value(image_format)

@@ -85,7 +85,7 @@ def test_libtorch_naming_conventions() -> None:
 @pytest.mark.slow
 def test_the_real_server_refuses_and_accepts_like_the_native_backends(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    publish_export(write_export(tmp_path / "tiny"), repo, artifacts=["onnx", "torchscript"])
+    publish_export(write_export(tmp_path / "tiny"), repo, artifacts=["onnx", "torchscript"], pipeline=None)
     variants = {
         "onnx_fp16_type": ("tiny_onnx", lambda t: t.replace("data_type: TYPE_FP32", "data_type: TYPE_FP16", 1)),
         "onnx_bad_name": ("tiny_onnx", lambda t: t.replace('name: "image"', 'name: "img"')),

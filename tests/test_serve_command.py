@@ -24,7 +24,7 @@ SERVE = (sys.executable, "-c", "from modelship.cli.main import main; main()", "s
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("serve_cmd")
-    publish_export(write_export(root / "tiny"), root / "repo", artifacts=["onnx"])
+    publish_export(write_export(root / "tiny"), root / "repo", artifacts=["onnx"], pipeline=None)
     return root / "repo"
 
 
@@ -96,7 +96,7 @@ def test_serve_fails_clearly_when_the_port_is_taken(repo: Path) -> None:
 def mixed_repo(tmp_path: Path) -> Path:
     """A good model beside a garbage model.onnx, an unparsable config.pbtxt and a stray empty numeric folder."""
     repo = tmp_path / "repo"
-    publish_export(write_export(tmp_path / "tiny"), repo, artifacts=["onnx"])
+    publish_export(write_export(tmp_path / "tiny"), repo, artifacts=["onnx"], pipeline=None)
     shutil.copytree(repo / "tiny_onnx", repo / "garbage")
     (repo / "garbage" / "1" / "model.onnx").write_bytes(b"not an onnx file")
     config = (repo / "tiny_onnx" / "config.pbtxt").read_text().replace('"tiny_onnx"', '"garbage"')

@@ -30,7 +30,8 @@ PROTOCOLS = ("http", "grpc")
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("stock_clients")
     repo = root / "repo"
-    publish_export(write_export(root / "tiny"), repo)  # fp16 artifacts with FP16 I/O (--fp16-io)
+    # fp16 artifacts with FP16 I/O (--fp16-io); the pipeline (encoded images in) is tests/test_pipeline.py's
+    publish_export(write_export(root / "tiny"), repo, pipeline=None)
     publish_export(
         write_export(root / "tiny32", "tiny32", fp16_io=False), repo, artifacts=["onnx_fp16", "torchscript_fp16"]
     )

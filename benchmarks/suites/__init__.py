@@ -17,9 +17,10 @@ SUITES: dict[str, str] = {
     "transport": "binary HTTP vs gRPC vs system shared memory, 8x3x224x224 fp32",
     "startup": "server start to ready vs loading the same files in-process",
     "growth": "export, parity and serving cost vs model size and batch size",
+    "pipeline": "encoded JPEG in, logits out: server-side preprocessing vs the same work in-process",
     "tuning": "opt-in: ORT threads/optimisation, instances, queue delay, encoding",
 }
-DEFAULT_SUITES = ("export", "serving", "batching", "transport", "startup", "growth")
+DEFAULT_SUITES = ("export", "serving", "batching", "transport", "startup", "growth", "pipeline")
 
 
 def suite(name: str) -> Callable[[Workspace], list[Row]]:

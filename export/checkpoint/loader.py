@@ -72,6 +72,13 @@ class LoadedModel:
     report: LoadReport
     preprocess: PreprocessSpec | None = None  # the metadata's preprocessing spec, checked
 
+    def serving_spec(self) -> PreprocessSpec | None:
+        """The spec to serve with: the checkpoint's own, else the one the architecture's config implies (timm's
+        pretrained_cfg, torchvision's weights), else None."""
+        from modelship.preprocess import spec_for_model
+
+        return self.preprocess or spec_for_model(self.model, self.arch)
+
 
 def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | None = None) -> LoadedModel:
     """Load, resolve, match strictly and copy the weights. Every failure carries the partial report in `details`.

@@ -21,7 +21,6 @@ from modelship.contract.errors import ModelshipError, ParityError, PublishError,
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.contract.parity_report import ParityReport
-    from modelship.contract.preprocessing import PreprocessSpec
     from modelship.export.checkpoint import LoadOptions
     from modelship.export.parity import ToleranceOverrides
     from modelship.export.pipeline import ExportSpec
@@ -270,7 +269,7 @@ def export_command(
             spec,
             source=_source(loaded, load.checkpoint),
             metadata=loaded.metadata,
-            preprocess=_preprocess(loaded),
+            preprocess=loaded.serving_spec(),
             sidecar=_sidecar(loaded, load.checkpoint),
             steps=steps,
         )
@@ -312,13 +311,6 @@ def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
         "metadata": loaded.metadata,
         "load_report": loaded.report.to_dict(),
     }
-
-
-def _preprocess(loaded: Any) -> PreprocessSpec | None:
-    """The checkpoint's own preprocessing spec, else the one the architecture's config implies, else None."""
-    from modelship.preprocess import spec_for_model
-
-    return loaded.preprocess or spec_for_model(loaded.model, loaded.arch)
 
 
 def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
-from modelship.serve.client import PROTOCOLS, ModelInfo, TritonClient
+from modelship.serve.client import PROTOCOLS, ModelInfo, TensorInfo, TritonClient
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -44,22 +44,17 @@ def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[list[dic
 
 
 def classify(client: TritonClient, model: str, images: list[Path], *, batch: int = 8, k: int = 5) -> list[dict]:
-    """Preprocess `images` with the model's published spec, send them in batches, return top-k per image."""
+    """Send `images` in batches, return top-k per image: as encoded bytes to a pipeline model (its server decodes
+    and preprocesses), else preprocessed with the model's published spec."""
     info = client.model(model)
-    spec = info.preprocess
-    if spec is None:
-        raise ClientError(
-            f"model {model!r} publishes no preprocessing spec", hint="publish it with `modelship publish`"
-        )
     tensor = _image_input(info)
     size = min(batch, info.max_batch_size) if info.max_batch_size else 1
     output = info.outputs[0].name
-    requests = []
-    for start in range(0, len(images), size):
-        pixels = preprocess_images(images[start : start + size], spec)
-        if not info.max_batch_size and len(tensor.shape) == pixels.ndim - 1:
-            pixels = pixels[0]  # a model without a batch axis takes one image
-        requests.append({tensor.name: pixels.astype(tensor.dtype, copy=False)})
+    chunks = [images[start : start + size] for start in range(0, len(images), size)]
+    if tensor.datatype == "BYTES":
+        requests = [{tensor.name: np.array([[_read(p)] for p in chunk], dtype=object)} for chunk in chunks]
+    else:
+        requests = [{tensor.name: _pixels(info, tensor, chunk)} for chunk in chunks]
     results = client.infer_many(model, requests, outputs=[output])
     scores = np.concatenate([np.atleast_2d(r[output]).astype(np.float32) for r in results])
     return [
@@ -67,7 +62,26 @@ def classify(client: TritonClient, model: str, images: list[Path], *, batch: int
     ]
 
 
-def _image_input(info: ModelInfo):
+def _pixels(info: ModelInfo, tensor: TensorInfo, images: list[Path]) -> np.ndarray:
+    spec = info.preprocess
+    if spec is None:
+        raise ClientError(
+            f"model {info.name!r} publishes no preprocessing spec", hint="publish it with `modelship publish`"
+        )
+    pixels = preprocess_images(images, spec)
+    if not info.max_batch_size and len(tensor.shape) == pixels.ndim - 1:
+        pixels = pixels[0]  # a model without a batch axis takes one image
+    return pixels.astype(tensor.dtype, copy=False)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _image_input(info: ModelInfo) -> TensorInfo:
     if len(info.inputs) != 1:
         raise ClientError(
             f"model {info.name!r} takes {len(info.inputs)} inputs; `infer` classifies single-image-input models"
@@ -94,7 +108,8 @@ def infer_command(
     """Classify IMAGE files with a model served by Triton, printing the top-k classes with labels.
 
     Images are preprocessed exactly as at export (the spec is read from the served model's config) and sent as
-    binary tensors with tritonclient; batches are sent concurrently.
+    binary tensors with tritonclient; a NAME_pipeline model gets the encoded files as they are (its server
+    decodes and preprocesses them). Batches are sent concurrently.
     """
     if k < 1 or batch < 1:
         raise UsageError("--top-k and --batch must be at least 1")

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
-from modelship.serve.publish import DEFAULT_REPO, publish_export
+from modelship.serve.pipeline import STOCK_DOCKERFILE
+from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, publish_export
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
@@ -38,6 +39,14 @@ serving_flags = flag_group(
             default=DEFAULT_QUEUE_DELAY_US,
             show_default=True,
             help="Dynamic batching: how long (µs) a request may wait for others to form a batch.",
+        ),
+        click.option(
+            "--max-image-pixels",
+            type=int,
+            default=ServingOptions.max_image_pixels,
+            show_default=True,
+            help="Pipelines: the preprocess model refuses an image that decodes to more pixels (decompression "
+            "bombs); the request fails, the others in its batch do not.",
         ),
         click.option(
             "--keep-versions",
@@ -75,6 +84,15 @@ serving_flags = flag_group(
     default=None,
     help="Class labels, one per line (default: the labels in the export manifest).",
 )
+@click.option(
+    "--pipeline-artifact",
+    default=AUTO_PIPELINE,
+    show_default=True,
+    metavar="auto|ARTIFACT|none",
+    help="With an image preprocessing spec, also publish NAME_preprocess (server-side decoding and preprocessing) "
+    "and the ensemble NAME_pipeline over ARTIFACT, which takes encoded images. auto: over onnx when it can be "
+    "built (else a note says why); none: neither.",
+)
 @serving_flags
 @json_option
 def publish_command(
@@ -84,6 +102,7 @@ def publish_command(
     artifacts: tuple[str, ...],
     version: int | None,
     labels: Path | None,
+    pipeline_artifact: str,
     serving: ServingOptions,
     as_json: bool,
 ) -> None:
@@ -95,7 +114,14 @@ def publish_command(
     """
     chosen = list(artifacts) or None
     result = publish_export(
-        export_dir, repo, name=name, artifacts=chosen, version=version, labels=labels, serving=serving
+        export_dir,
+        repo,
+        name=name,
+        artifacts=chosen,
+        version=version,
+        labels=labels,
+        serving=serving,
+        pipeline=None if pipeline_artifact == "none" else pipeline_artifact,
     )
     if as_json:
         emit_json({"ok": True, **result.to_dict()})
@@ -106,4 +132,8 @@ def publish_command(
     for model in result.models:
         table.add_row(model.name, str(model.version), model.artifact, model.sha256[:12])
     make_console().print(table)
+    for note in result.notes:
+        click.echo(f"note: {note}")
+    if any(model.artifact == "preprocess" for model in result.models):
+        click.echo(f"stock Triton needs Pillow for the preprocess model; build the image with:\n{STOCK_DOCKERFILE}")
     click.echo(f"serve it: modelship serve --repo {result.repo}")

@@ -13,6 +13,7 @@ import click
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ServeError
 from modelship.serve import repository
+from modelship.serve.pipeline import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.publish import DEFAULT_REPO
 from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, production_command
 from modelship.serve.supervisor import Supervisor
@@ -177,7 +178,13 @@ def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored:
         ),
         "log_file": None if server.verbose else str(server.log_file),
         "production_command": production_command(server.repo, http, grpc, metrics),
+        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(server.repo) else None,
     }
+
+
+def _has_preprocess_models(repo: Path) -> bool:
+    """Whether the repository holds Python-backend preprocess models (they need Pillow in the stock image)."""
+    return any(p.is_dir() for p in Path(repo).glob(f"*{PREPROCESS_SUFFIX}"))
 
 
 def _log_reason(server: TritonServer, name: str) -> str:
@@ -207,4 +214,8 @@ def _print_summary(summary: dict) -> None:
         click.echo(f"  log      {summary['log_file']}")
     click.echo("Production equivalent (GPU host, stock container with native backends):")
     click.echo(f"  {summary['production_command']}")
+    if summary["stock_dockerfile"]:
+        click.echo("  the *_preprocess models need Pillow, which the stock image lacks: build FROM this Dockerfile")
+        for line in summary["stock_dockerfile"].splitlines():
+            click.echo(f"    {line}")
     click.echo("Ctrl-C to stop.")

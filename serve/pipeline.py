@@ -1,0 +1,195 @@
+"""Server-side preprocessing: `<name>_preprocess` (a Python-backend model running modelship's own preprocessing on
+encoded images) and `<name>_pipeline` (an ensemble: preprocess -> the artifact's model), so any client (curl, a
+Java service, a browser upload) sends image bytes and gets the model's outputs, with no preprocessing of its own.
+
+    <repo>/<name>_preprocess/config.pbtxt       backend "python"; IMAGE (TYPE_STRING) -> PIXELS (the input tensor)
+    <repo>/<name>_preprocess/warmup/IMAGE       one real encoded image, for model_warmup
+    <repo>/<name>_preprocess/<N>/model.py       serve/python_models/preprocess.py
+    <repo>/<name>_preprocess/<N>/preprocess.json, modelship/...   the spec and the preprocessing code it runs
+    <repo>/<name>_pipeline/config.pbtxt         platform "ensemble"; IMAGE -> the artifact's outputs, own names
+    <repo>/<name>_pipeline/labels.txt           so the classification extension works on the pipeline
+    <repo>/<name>_pipeline/<N>/                 (empty: an ensemble has no files)
+
+Stock Triton images have numpy but not Pillow in the Python backend: `STOCK_DOCKERFILE` is what an operator adds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tritonclient.grpc import model_config_pb2 as mc
+
+from modelship.contract.errors import PublishError
+from modelship.contract.iospec import TensorSpec
+from modelship.contract.manifest import Artifact
+from modelship.contract.opsets import runtime_target
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.serve.triton_config import (
+    CLASSIFIABLE,
+    LABELS_FILE,
+    PARAM_LABELS,
+    ServingOptions,
+    dims,
+    triton_dtype,
+    triton_names,
+)
+
+PREPROCESS_SUFFIX = "_preprocess"
+PIPELINE_SUFFIX = "_pipeline"
+IMAGE = "IMAGE"  # the pipeline's input: encoded image bytes, one per batch row
+PIXELS = "PIXELS"  # the preprocess model's output: the artifact's image input
+WARMUP_DIR = "warmup"
+TEMPLATE = Path(__file__).parent / "python_models" / "preprocess.py"
+# modelship's modules the preprocess model imports (numpy + Pillow only), copied beside its model.py
+VENDORED = (
+    "modelship",
+    "modelship.contract",
+    "modelship.contract.errors",
+    "modelship.contract.jsonfile",
+    "modelship.contract.preprocessing",
+    "modelship.preprocess",
+    "modelship.preprocess.image",
+    "modelship.preprocess.builders",
+)
+PILLOW = "pillow>=10"
+STOCK_DOCKERFILE = f"FROM {runtime_target().image}\nRUN pip install --no-cache-dir '{PILLOW}'\n"
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    """What the pipeline of one artifact needs: its names, the image input it feeds and the spec it applies."""
+
+    preprocess_name: str
+    pipeline_name: str
+    model_name: str  # the artifact's Triton model
+    artifact: Artifact
+    image: TensorSpec
+    spec: PreprocessSpec
+
+
+def plan_pipeline(base: str, model_name: str, artifact: Artifact, spec: PreprocessSpec | None) -> PipelinePlan:
+    """The pipeline for `artifact` served as `model_name`, or a PublishError saying why it cannot have one."""
+    inputs = artifact.io.inputs
+    if spec is None:
+        raise PublishError(
+            f"export {base!r} has no preprocessing spec: a pipeline needs one",
+            hint="export from a checkpoint whose metadata holds 'preprocess', or pass --pipeline-artifact none",
+        )
+    if len(inputs) != 1 or len(inputs[0].shape) != 4 or not inputs[0].dtype.startswith("float"):
+        raise PublishError(
+            f"artifact {artifact.name!r} does not take one float image tensor: no pipeline for it",
+            hint="pass --pipeline-artifact none",
+        )
+    if not artifact.io.batched:
+        raise PublishError(f"artifact {artifact.name!r} has no batch axis: no pipeline for it")
+    if spec.output_hw is None:
+        raise PublishError(
+            "the preprocessing spec gives every image its own size (no crop): a batched pipeline needs one size",
+            hint="set a crop in the spec, or pass --pipeline-artifact none",
+        )
+    return PipelinePlan(base + PREPROCESS_SUFFIX, base + PIPELINE_SUFFIX, model_name, artifact, inputs[0], spec)
+
+
+def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
+    """The Python-backend model: IMAGE bytes in, the artifact's image tensor out, batched and dynamically batched."""
+    config = mc.ModelConfig(name=plan.preprocess_name, backend="python", max_batch_size=options.max_batch_size)
+    config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
+    config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=_pixel_dims(plan))
+    config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
+    # decoding runs on the CPU even when the model runs on a GPU
+    config.instance_group.add(count=options.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    config.parameters["max_pixels"].string_value = str(options.max_image_pixels)
+    warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1)
+    warmup.inputs[IMAGE].CopyFrom(mc.ModelWarmup.Input(data_type=mc.TYPE_STRING, dims=[1], input_data_file=IMAGE))
+    config.version_policy.latest.num_versions = 1
+    return config
+
+
+def pipeline_config(plan: PipelinePlan, options: ServingOptions, labels: list[str] | None) -> mc.ModelConfig:
+    """The ensemble IMAGE -> preprocess -> model, with the model's outputs under the export's names."""
+    names = triton_names(plan.artifact)
+    config = mc.ModelConfig(name=plan.pipeline_name, platform="ensemble", max_batch_size=options.max_batch_size)
+    config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
+    for spec in plan.artifact.io.outputs:
+        config.output.add(name=spec.name, data_type=triton_dtype(spec), dims=dims(spec, batched=True))
+    if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:
+        config.output[0].label_filename = LABELS_FILE
+    if labels:
+        config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read
+    steps = config.ensemble_scheduling
+    first = steps.step.add(model_name=plan.preprocess_name, model_version=-1)
+    first.input_map[IMAGE] = IMAGE
+    first.output_map[PIXELS] = "pixels"
+    second = steps.step.add(model_name=plan.model_name, model_version=-1)
+    second.input_map[next(iter(names.inputs))] = "pixels"
+    for served, own in names.outputs.items():
+        second.output_map[served] = own
+    config.version_policy.latest.num_versions = 1
+    return config
+
+
+def stage_preprocess_files(plan: PipelinePlan, version_dir: Path) -> None:
+    """The preprocess model's version folder: model.py, its spec and the modelship modules it imports."""
+    version_dir.mkdir(parents=True)
+    shutil.copy2(TEMPLATE, version_dir / "model.py")
+    plan.spec.write(version_dir / "preprocess.json")
+    for module in VENDORED:
+        found = importlib.util.find_spec(module)
+        assert found is not None and found.origin is not None, module
+        relative = Path(*module.split("."), "__init__.py") if found.submodule_search_locations else None
+        target = version_dir / (relative or Path(*module.split(".")).with_suffix(".py"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(found.origin, target)
+
+
+def warmup_image() -> bytes:
+    """A small real JPEG (a colour gradient), so warmup decodes, resizes and crops like a request."""
+    from PIL import Image
+
+    ramp = np.linspace(0, 255, 96, dtype=np.float32)
+    pixels = np.stack(np.broadcast_arrays(ramp[:, None], ramp[None, :], 255 - ramp[:, None]), axis=-1)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def serialized_bytes(items: list[bytes]) -> bytes:
+    """Triton's serialization of a TYPE_STRING tensor (each element: 4-byte little-endian length, then its bytes),
+    the format of warmup files and of binary request data."""
+    return b"".join(struct.pack("<I", len(item)) + item for item in items)
+
+
+def _pixel_dims(plan: PipelinePlan) -> list[int]:
+    height, width = plan.spec.output_hw or (0, 0)
+    return [3, height, width] if plan.spec.layout == "NCHW" else [height, width, 3]
+
+
+def curl_example(http_url: str, model: str, image: str, output: str, classes: int = 3) -> str:
+    """A bash snippet that classifies `image` with `model` (a pipeline) using curl alone: Triton's binary tensor
+    extension carries the file's bytes (after a 4-byte little-endian length, as TYPE_STRING data is serialized)
+    behind a JSON header; the classification extension answers `score:index:label`."""
+    request = {
+        "inputs": [{"name": IMAGE, "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": 0}}],
+        "outputs": [{"name": output, "parameters": {"classification": classes}}],
+    }
+    header = json.dumps(request, separators=(",", ":")).replace(
+        '"binary_data_size":0', "\"binary_data_size\":'$((SIZE + 4))'"
+    )
+    length = " ".join(f"$((SIZE >> {shift} & 255))" for shift in (0, 8, 16, 24))
+    return (
+        f"IMAGE={image}\n"
+        'SIZE=$(stat -c %s "$IMAGE")\n'
+        f"HEADER='{header}'\n"
+        '{ printf %s "$HEADER"\n'
+        f"  printf \"$(printf '\\\\%03o' {length})\"\n"
+        '  cat "$IMAGE"\n'
+        f'}} | curl -s --data-binary @- -H "Inference-Header-Content-Length: ${{#HEADER}}" \\\n'
+        f"  {http_url}/v2/models/{model}/infer\n"
+    )
