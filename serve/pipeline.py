@@ -8,7 +8,7 @@ Java service, a browser upload) sends image bytes and gets the model's outputs, 
     <repo>/<name>_preprocess/<N>/preprocess.json, modelship/...   the spec and the preprocessing code it runs
     <repo>/<name>_pipeline/config.pbtxt         platform "ensemble"; IMAGE -> the artifact's outputs, own names
     <repo>/<name>_pipeline/labels.txt           so the classification extension works on the pipeline
-    <repo>/<name>_pipeline/<N>/                 (empty: an ensemble has no files)
+    <repo>/<name>_pipeline/<N>/modelship.json   what it chains (an ensemble has no files; this keeps the folder)
 
 Stock Triton images have numpy but not Pillow in the Python backend: `STOCK_DOCKERFILE` is what an operator adds.
 """

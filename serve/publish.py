@@ -87,6 +87,23 @@ class PublishResult:
         }
 
 
+@dataclass(frozen=True)
+class PublishOptions:
+    """What to publish and how, for any repository (a folder: publish_export; object storage: serve.s3_publish)."""
+
+    name: str | None = None  # base model name; default: the export's
+    artifacts: tuple[str, ...] | None = None  # default: every servable artifact
+    version: int | None = None  # default: latest + 1
+    labels: Path | None = None  # a labels file instead of the manifest's
+    serving: ServingOptions | None = None
+    pipeline: str | None = AUTO_PIPELINE  # or an artifact name, or None (no pipeline)
+
+    def kwargs(self) -> dict[str, Any]:
+        """As publish_export's keyword arguments."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return values | {"artifacts": list(self.artifacts) if self.artifacts else None}
+
+
 def served_name(export_name: str, artifact: str) -> str:
     """The Triton model name of one artifact: `<export>_<artifact>` (resnet50_onnx, resnet50_torchscript_fp16)."""
     return f"{export_name}_{artifact}"
@@ -301,16 +318,22 @@ def _stage_pipeline(
     files: dict[str, str | bytes] = {CONFIG_FILE: to_text(pipeline_config(pipe, options, labels))}
     if labels:
         files[LABELS_FILE] = "\n".join(labels) + "\n"
-    path = _install(plan, repo, pipe.pipeline_name, pipeline_number, _empty_version, files)
+    record = {
+        "pipeline": pipe.pipeline_name,
+        "steps": [pipe.preprocess_name, pipe.model_name],
+        "version": pipeline_number,
+    }
+
+    def version_files(version_dir: Path) -> None:  # an ensemble has no files; a record keeps the folder in S3 too
+        version_dir.mkdir(parents=True)
+        (version_dir / MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
+
+    path = _install(plan, repo, pipe.pipeline_name, pipeline_number, version_files, files)
     config_path = _config(repo, pipe.pipeline_name)
     published.append(
         PublishedModel(pipe.pipeline_name, "pipeline", pipeline_number, path, config_path, pipe.artifact.sha256)
     )
     return published
-
-
-def _empty_version(version_dir: Path) -> None:
-    version_dir.mkdir(parents=True)  # an ensemble's version folder holds nothing, but Triton needs it
 
 
 def _config(repo: Path, model_name: str) -> Path:

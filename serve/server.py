@@ -40,6 +40,7 @@ from typing import Any
 
 from modelship.contract.errors import ServeError
 from modelship.contract.opsets import runtime_target
+from modelship.serve.object_store import AWS_VARIABLES, S3Location, is_object_store
 
 BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
@@ -198,12 +199,18 @@ def _stub_model(argv: list[bytes], repo: Path) -> str:
     return path.parent.parent.name
 
 
-def production_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002) -> str:
-    """The equivalent command on a GPU host with Docker and the stock Triton container (native backends)."""
-    repo = Path(repo).resolve()
-    return (
-        f"docker run --rm --gpus=all -p{http_port}:8000 -p{grpc_port}:8001 -p{metrics_port}:8002 "
-        f"-v {repo}:/models {runtime_target().image} tritonserver --model-repository=/models"
+def production_command(repo: Path | str, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002) -> str:
+    """The equivalent command on a GPU host with Docker and the stock Triton container (native backends); an s3://
+    repository is read in place, with the AWS variables passed through."""
+    ports = f"-p{http_port}:8000 -p{grpc_port}:8001 -p{metrics_port}:8002"
+    if is_object_store(repo):
+        passed = " ".join(f"-e {name}" for name in AWS_VARIABLES)
+        return (
+            f"docker run --rm --gpus=all {ports} {passed} {runtime_target().image} "
+            f"tritonserver --model-repository={repo}"
+        )
+    return f"docker run --rm --gpus=all {ports} -v {Path(repo).resolve()}:/models {runtime_target().image} " + (
+        "tritonserver --model-repository=/models"
     )
 
 
@@ -215,7 +222,7 @@ class TritonServer:
     of the server log. `stop()` sends SIGTERM, waits `exit_timeout_s` + a margin, then kills.
     """
 
-    repo: Path
+    repo: Path | str  # a folder, or an s3:// location (serve.object_store) that tritonserver reads itself
     host: str = "127.0.0.1"
     http_port: int | None = None
     grpc_port: int | None = None
@@ -237,7 +244,10 @@ class TritonServer:
     startup_s: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self.repo = Path(self.repo).resolve()
+        if is_object_store(self.repo):
+            self.repo = S3Location.parse(str(self.repo)).triton_url  # the endpoint goes into the path for Triton
+        else:
+            self.repo = Path(self.repo).resolve()
         self.log_file = Path(self.log_file) if self.log_file is not None else None
         self._requested_ports = (self.http_port, self.grpc_port, self.metrics_port)  # None: pick a free one
         self._secret: str | None = None
@@ -300,7 +310,7 @@ class TritonServer:
     def start(self) -> TritonServer:
         if self.process is not None:
             raise ServeError("this TritonServer is already running", hint="call stop() first")
-        if not self.repo.is_dir():
+        if isinstance(self.repo, Path) and not self.repo.is_dir():
             raise ServeError(f"{self.repo}: model repository does not exist", hint="run `modelship publish` first")
         install = TritonInstall.find()
         backends = backend_directory()
@@ -323,7 +333,9 @@ class TritonServer:
         return self
 
     def _check_models(self) -> None:
-        """ServeError naming each model asked for that the repository does not hold."""
+        """ServeError naming each model asked for that the repository does not hold (Triton checks object storage)."""
+        if not isinstance(self.repo, Path):
+            return
         missing = [m for m in self.explicit_models or [] if not (self.repo / m / "config.pbtxt").is_file()]
         if missing:
             held = sorted(p.name for p in self.repo.iterdir() if (p / "config.pbtxt").is_file())

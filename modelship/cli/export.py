@@ -314,15 +314,16 @@ def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
 
 
 def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]:
-    """Publish the verified export with serve.publish (its default repository unless REPO is given)."""
+    """Publish the verified export (serve.publish's default repository unless REPO, a folder or s3://, is given)."""
     try:
-        from modelship.serve.publish import publish_export
+        from modelship.cli.publish import publish_to
+        from modelship.serve.publish import DEFAULT_REPO, PublishOptions
     except ImportError as exc:
         raise PublishError(
             f"publishing is not available: {exc}", hint="publish later with `modelship publish`"
         ) from None
     with console.status(f"publish {folder.name}"):
-        result = publish_export(folder) if repo is None else publish_export(folder, Path(repo))
+        result = publish_to(repo or DEFAULT_REPO, folder, PublishOptions())
     console.print(f"[green]✓[/] published {', '.join(result.names)} to {result.repo}")
     return result.to_dict()
 

@@ -9,8 +9,9 @@ from rich.table import Table
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.serve.object_store import is_object_store
 from modelship.serve.pipeline import STOCK_DOCKERFILE
-from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, publish_export
+from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, PublishOptions, PublishResult, publish_export
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
@@ -64,10 +65,12 @@ serving_flags = flag_group(
 @click.argument("export_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=DEFAULT_REPO,
+    default=str(DEFAULT_REPO),
     show_default=True,
-    help="Triton model repository to publish into (created if missing).",
+    metavar="DIR|s3://BUCKET/PREFIX",
+    help="Triton model repository to publish into: a folder (created if missing) or S3-compatible object storage "
+    "(s3://bucket/prefix with AWS_ENDPOINT_URL, or s3://host:port/bucket/prefix; credentials from the AWS_* "
+    "variables).",
 )
 @click.option("--name", default=None, help="Base model name; models are NAME_<artifact>. Default: the export's name.")
 @click.option(
@@ -97,7 +100,7 @@ serving_flags = flag_group(
 @json_option
 def publish_command(
     export_dir: Path,
-    repo: Path,
+    repo: str,
     name: str | None,
     artifacts: tuple[str, ...],
     version: int | None,
@@ -112,17 +115,9 @@ def publish_command(
     a config.pbtxt, labels.txt, preprocess.json and a new immutable version folder holding the sha256-verified
     model file and its manifest (modelship.json). Safe against concurrent and interrupted publishers.
     """
-    chosen = list(artifacts) or None
-    result = publish_export(
-        export_dir,
-        repo,
-        name=name,
-        artifacts=chosen,
-        version=version,
-        labels=labels,
-        serving=serving,
-        pipeline=None if pipeline_artifact == "none" else pipeline_artifact,
-    )
+    pipeline = None if pipeline_artifact == "none" else pipeline_artifact
+    options = PublishOptions(name, artifacts or None, version, labels, serving, pipeline)
+    result = publish_to(repo, export_dir, options)
     if as_json:
         emit_json({"ok": True, **result.to_dict()})
         return
@@ -137,3 +132,12 @@ def publish_command(
     if any(model.artifact == "preprocess" for model in result.models):
         click.echo(f"stock Triton needs Pillow for the preprocess model; build the image with:\n{STOCK_DOCKERFILE}")
     click.echo(f"serve it: modelship serve --repo {result.repo}")
+
+
+def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> PublishResult:
+    """Publish into a local folder (serve.publish) or an s3:// location (serve.s3_publish)."""
+    if is_object_store(repo):
+        from modelship.serve.s3_publish import publish_to_s3
+
+        return publish_to_s3(export_dir, str(repo), options)
+    return publish_export(export_dir, Path(repo), **options.kwargs())

@@ -11,8 +11,9 @@ from typing import Any
 import click
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option
-from modelship.contract.errors import ServeError
+from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
+from modelship.serve.object_store import is_object_store
 from modelship.serve.pipeline import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.publish import DEFAULT_REPO
 from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, production_command
@@ -22,10 +23,12 @@ from modelship.serve.supervisor import Supervisor
 @click.command("serve", cls=GuardedCommand)
 @click.option(
     "--repo",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    default=DEFAULT_REPO,
+    default=str(DEFAULT_REPO),
     show_default=True,
-    help="Triton model repository to serve.",
+    metavar="DIR|s3://BUCKET/PREFIX",
+    help="Triton model repository to serve: a folder, or S3-compatible object storage read by tritonserver itself "
+    "(s3://host:port/bucket/prefix for a custom endpoint, or AWS_ENDPOINT_URL; credentials from AWS_ACCESS_KEY_ID, "
+    "AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
 )
 @click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port.")
 @click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port.")
@@ -70,7 +73,7 @@ from modelship.serve.supervisor import Supervisor
 @click.option("--verbose", is_flag=True, help="Triton's verbose log on this terminal instead of a log file.")
 @json_option
 def serve_command(
-    repo: Path,
+    repo: str,
     http_port: int,
     grpc_port: int,
     metrics_port: int,
@@ -97,6 +100,8 @@ def serve_command(
     """
     for name in models:
         repository.check_model_name(name)
+    if not is_object_store(repo) and not Path(repo).is_dir():
+        raise UsageError(f"{repo}: no model repository here", hint="publish into it first with `modelship publish`")
     server = TritonServer(
         repo,
         host=host,
@@ -139,12 +144,13 @@ def serve_command(
         signal.signal(signal.SIGINT, previous_int)
 
 
-def _recover_interrupted_publish(repo: Path) -> list[str]:
-    """Roll back a publish whose publisher was killed part-way (serve.repository), before Triton reads the repo."""
-    if not repository.staging_root(repo).exists():
+def _recover_interrupted_publish(repo: str) -> list[str]:
+    """Roll back a publish whose publisher was killed part-way (serve.repository), before Triton reads the repo
+    (object storage needs none: its publisher never makes a partial version visible)."""
+    if is_object_store(repo) or not repository.staging_root(Path(repo)).exists():
         return []
-    with repository.locked(repo):
-        return repository.recover(repo)
+    with repository.locked(Path(repo)):
+        return repository.recover(Path(repo))
 
 
 def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored: list[str]) -> dict[str, Any]:
@@ -178,13 +184,13 @@ def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored:
         ),
         "log_file": None if server.verbose else str(server.log_file),
         "production_command": production_command(server.repo, http, grpc, metrics),
-        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(server.repo) else None,
+        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(server.repo, loaded) else None,
     }
 
 
-def _has_preprocess_models(repo: Path) -> bool:
+def _has_preprocess_models(repo: Path | str, models: list[dict]) -> bool:
     """Whether the repository holds Python-backend preprocess models (they need Pillow in the stock image)."""
-    return any(p.is_dir() for p in Path(repo).glob(f"*{PREPROCESS_SUFFIX}"))
+    return any(m["name"].endswith(PREPROCESS_SUFFIX) for m in models)
 
 
 def _log_reason(server: TritonServer, name: str) -> str:

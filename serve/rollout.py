@@ -1,0 +1,229 @@
+"""Roll a model version out to a fleet of Triton servers, proven right on each, withdrawn everywhere if not.
+
+Built on Triton's own mechanisms: every server reads the same repository (object storage or a shared folder) in
+explicit model-control mode, and this drives its repository API (behind the restricted-API secret header):
+
+1. before anything changes, every server must answer as Triton and serve the model: its current config (and so
+   its current versions) is recorded;
+2. server by server (the first `canary` ones, then the rest): load version N (the model's config with
+   `version_policy: specific [N]`, sent with the load request), wait until N is ready, then run served parity
+   against the export's golden data with the artifact's tolerances;
+3. all passed: done. Anything failed (load error, parity failure, timeout, server down): every server already
+   changed is loaded again with the config it had before, and the rollout fails with a per-server table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from modelship.contract.errors import ModelshipError, ServeError
+from modelship.contract.manifest import Manifest
+from modelship.serve.server import API_KEY_HEADER
+
+
+@dataclass(frozen=True)
+class Target:
+    """One server of the fleet: its HTTP URL and the repository-API secret it expects (None: API open)."""
+
+    url: str
+    api_key: str | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {API_KEY_HEADER: self.api_key} if self.api_key else {}
+
+
+@dataclass
+class ServerOutcome:
+    server: str
+    previous: list[int] = field(default_factory=list)
+    version: int | None = None
+    load_s: float | None = None
+    parity: str = "not run"  # "PASS", "FAIL: ...", "not run"
+    error: str | None = None
+    final: str = "unchanged"  # "serving N", "rolled back to [...]", "rollback failed: ...", "unchanged"
+
+
+@dataclass
+class RolloutResult:
+    model: str
+    version: int
+    ok: bool
+    servers: list[ServerOutcome]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "model": self.model,
+            "version": self.version,
+            "seconds": round(self.seconds, 2),
+            "servers": [asdict(s) for s in self.servers],
+        }
+
+
+def rollout(
+    model: str,
+    version: int,
+    targets: list[Target],
+    export_dir: Path,
+    *,
+    canary: int = 0,
+    timeout_s: float = 120.0,
+) -> RolloutResult:
+    """Load `version` of `model` on every target, prove it with served parity against `export_dir`'s golden data,
+    and keep it only if every server passed (see the module doc). Never raises for a server's failure: the result
+    says what happened on each; ModelshipError only for bad arguments found before anything changed."""
+    began = time.monotonic()
+    if not targets:
+        raise ServeError("no --server given", hint="name every server of the fleet with --server URL")
+    if version < 1:
+        raise ServeError(f"--version must be a positive integer, got {version}")
+    golden, precision = _golden(export_dir, model)
+    clients = [_client(t) for t in targets]
+    outcomes = [ServerOutcome(t.url) for t in targets]
+    configs = [_current_config(c, t, model) for c, t in zip(clients, targets, strict=True)]
+    for outcome, config in zip(outcomes, configs, strict=True):
+        outcome.previous = _versions(config)
+    order = list(range(len(targets)))
+    waves = [order[:canary], order[canary:]] if 0 < canary < len(order) else [order]
+    changed: list[int] = []
+    ok = True
+    for wave in waves:
+        for index in wave:
+            changed.append(index)
+            if not _roll_one(clients[index], targets[index], model, version, configs[index], golden, precision,
+                             outcomes[index], timeout_s):  # fmt: skip
+                ok = False
+                break
+        if not ok:
+            break
+    for index in changed:
+        if ok:
+            outcomes[index].final = f"serving {version}"
+        else:
+            _restore(clients[index], targets[index], model, configs[index], outcomes[index], timeout_s)
+    return RolloutResult(model, version, ok, outcomes, time.monotonic() - began)
+
+
+def _roll_one(
+    client: Any,
+    target: Target,
+    model: str,
+    version: int,
+    config: dict,
+    golden: tuple[list, list],
+    precision: str,
+    outcome: ServerOutcome,
+    timeout_s: float,
+) -> bool:
+    outcome.version = version
+    began = time.monotonic()
+    try:
+        _load(client, target, model, {**config, "version_policy": {"specific": {"versions": [version]}}})
+        _wait_ready(client, target, model, version, timeout_s)
+    except ModelshipError as exc:
+        outcome.error = str(exc)
+        return False
+    outcome.load_s = round(time.monotonic() - began, 2)
+    try:
+        report = _served_parity(target, model, golden, precision)
+    except Exception as exc:  # the server went away mid-check (connection errors of any kind): an outcome
+        outcome.error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        outcome.parity = "FAIL: could not run"
+        return False
+    outcome.parity = "PASS" if report.passed else "FAIL: " + "; ".join(report.failures()[:2])
+    return report.passed
+
+
+def _restore(client: Any, target: Target, model: str, config: dict, outcome: ServerOutcome, timeout_s: float) -> None:
+    """Load the config the model had before the rollout (its versions with it)."""
+    try:
+        _load(client, target, model, config)
+        for previous in outcome.previous:
+            _wait_ready(client, target, model, previous, timeout_s)
+        outcome.final = f"rolled back to {outcome.previous}"
+    except ModelshipError as exc:
+        outcome.final = f"rollback failed: {exc}"
+
+
+def _golden(export_dir: Path, model: str) -> tuple[tuple[list, list], str]:
+    """The export's golden inputs and outputs, and the precision of the artifact `model` serves."""
+    from modelship.export.parity import load_golden
+
+    manifest = Manifest.read(export_dir)
+    if not manifest.golden:
+        raise ServeError(f"export {manifest.name!r} has no golden data", hint="re-export with export-model")
+    precision = next((a.precision for a in manifest.artifacts if model.endswith(f"_{a.name}")), "fp32")
+    return load_golden(export_dir / manifest.golden), precision
+
+
+def _served_parity(target: Target, model: str, golden: tuple[list, list], precision: str) -> Any:
+    from modelship.export.parity import GoldenRunner, ToleranceConfig, compare_runners
+    from modelship.serve.runners import TritonRunner
+
+    inputs, outputs = golden
+    runner = TritonRunner(target.url, model)
+    try:
+        return compare_runners(
+            GoldenRunner(inputs, outputs, name="golden"), runner, inputs, ToleranceConfig.for_precision(precision)
+        )
+    finally:
+        runner.close()
+
+
+def _client(target: Target) -> Any:
+    """A tritonclient HTTP client for a server that answers as Triton; ServeError naming it otherwise."""
+    import tritonclient.http as httpclient
+
+    address = target.url.split("://", 1)[-1]
+    try:
+        client = httpclient.InferenceServerClient(address, connection_timeout=5, network_timeout=30)
+        metadata = client.get_server_metadata()
+    except Exception as exc:  # tritonclient raises its own, socket and parse errors alike
+        raise ServeError(
+            f"{target.url} does not answer as a Triton server ({type(exc).__name__}: {str(exc)[:120]})",
+            hint="pass the HTTP address of a running tritonserver (http://host:8000)",
+        ) from None
+    if metadata.get("name") != "triton":
+        raise ServeError(f"{target.url} is not a Triton server (it says {metadata.get('name')!r})")
+    return client
+
+
+def _current_config(client: Any, target: Target, model: str) -> dict:
+    try:
+        return client.get_model_config(model, headers=target.headers)
+    except Exception as exc:
+        raise ServeError(
+            f"{target.url} does not serve model {model!r} ({str(exc)[:160]})",
+            hint="load the model on every server first (modelship serve --model NAME)",
+        ) from None
+
+
+def _versions(config: dict) -> list[int]:
+    """The versions a config lets the server load (empty for 'latest'/'all' policies: the server decides)."""
+    return [int(v) for v in config.get("version_policy", {}).get("specific", {}).get("versions", [])]
+
+
+def _load(client: Any, target: Target, model: str, config: dict) -> None:
+    try:
+        client.load_model(model, headers=target.headers, config=json.dumps(config))
+    except Exception as exc:
+        raise ServeError(f"{target.url}: loading {model} failed ({str(exc)[:200]})") from None
+
+
+def _wait_ready(client: Any, target: Target, model: str, version: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if client.is_model_ready(model, str(version), headers=target.headers):
+                return
+        except Exception as exc:
+            raise ServeError(f"{target.url}: no answer while {model} version {version} loads ({exc})") from None
+        if time.monotonic() > deadline:
+            raise ServeError(f"{target.url}: {model} version {version} not ready after {timeout_s:.0f} s")
+        time.sleep(0.2)

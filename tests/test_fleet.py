@@ -1,0 +1,133 @@
+"""A fleet: three real tritonservers on loopback, all reading one S3 repository (moto_server) in explicit mode.
+`modelship rollout` brings a new version to every server proven by served parity, withdraws a broken version
+everywhere, and returns the others when a server dies mid-rollout."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from serve_exports import write_export
+
+from modelship.contract.manifest import Manifest
+from modelship.export.parity import OnnxRuntimeRunner, save_golden
+from modelship.serve.server import TritonServer
+from modelship.testing.object_store import moto_server
+from tests.cli_contract import invoke
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+MODEL = "tiny_onnx"
+
+
+def with_golden(folder: Path) -> Path:
+    """The export's golden data, as export-model writes it: seeded inputs and the ONNX artifact's outputs."""
+    manifest = Manifest.read(folder)
+    rng = np.random.default_rng(0)
+    inputs = [{"image": rng.standard_normal((b, 3, 16, 16)).astype(np.float32)} for b in (1, 3)]
+    runner = OnnxRuntimeRunner(folder / "model.onnx", manifest.artifact("onnx").io, name="onnx")
+    save_golden(folder / "golden.npz", inputs, [runner.run(i) for i in inputs])
+    dataclasses.replace(manifest, golden="golden.npz").write(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("fleet")
+    good = with_golden(write_export(root / "good" / "tiny"))
+    broken = write_export(root / "broken" / "tiny", seed=7)  # same name and I/O, other weights
+    with moto_server() as store:
+        url = store.url("fleet")
+        for version, export in ((1, good), (2, good), (3, broken)):
+            args = ("--artifact", "onnx", "--pipeline-artifact", "none", "--version", version, "--keep-versions", 1)
+            assert invoke("publish", export, "--repo", url, *args, "--json").exit_code == 0
+        servers = [TritonServer(url, explicit_models=[MODEL]) for _ in range(3)]
+        try:
+            for server in servers:
+                server.start()
+            keys = [server.api_key_file for server in servers]
+            yield {"good": good, "servers": servers, "keys": keys, "url": url}
+        finally:
+            for server in servers:
+                server.stop()
+
+
+def rollout(fleet: dict, version: int, *extra: object) -> tuple[int, dict]:
+    args = ["rollout", MODEL, "--version", version, "--export", fleet["good"]]
+    for server, key in zip(fleet["servers"], fleet["keys"], strict=True):
+        args += ["--server", server.http_url, "--api-key-file", key]
+    result = invoke(*args, *extra, "--json")
+    assert result.stdout.strip(), result.output + repr(result.exception)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def serving(server: TritonServer) -> list[str]:
+    with urllib.request.urlopen(f"{server.http_url}/v2/models/{MODEL}", timeout=10) as response:
+        return json.loads(response.read())["versions"]
+
+
+def test_0_the_fleet_serves_the_newest_published_version(fleet: dict) -> None:
+    assert [serving(s) for s in fleet["servers"]] == [["3"]] * 3  # the config lists the latest: version 3
+
+
+def test_1_rollout_brings_a_good_version_to_every_server(fleet: dict) -> None:
+    code, result = rollout(fleet, 2)
+    assert code == 0, result
+    assert [s["parity"] for s in result["servers"]] == ["PASS"] * 3
+    assert [serving(s) for s in fleet["servers"]] == [["2"]] * 3
+
+
+def test_2_a_broken_version_is_withdrawn_at_the_canary(fleet: dict) -> None:
+    code, result = rollout(fleet, 3, "--canary", 1)
+    assert code == 1
+    first, *others = result["servers"]
+    assert first["parity"].startswith("FAIL") and first["final"] == "rolled back to [2]"
+    assert [o["final"] for o in others] == ["unchanged", "unchanged"]
+    assert [serving(s) for s in fleet["servers"]] == [["2"]] * 3
+
+
+def test_3_a_server_dying_mid_rollout_is_reported_and_the_others_rolled_back(fleet: dict) -> None:
+    servers = fleet["servers"]
+
+    def kill_the_last_once_the_first_is_done() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and serving(servers[0]) != ["1"]:
+            time.sleep(0.05)
+        servers[2].stop()
+
+    killer = threading.Thread(target=kill_the_last_once_the_first_is_done)
+    killer.start()
+    code, result = rollout(fleet, 1)
+    killer.join()
+    assert code == 1
+    assert result["servers"][2]["error"] and "rolled back" in result["servers"][0]["final"]
+    assert [serving(s) for s in servers[:2]] == [["2"]] * 2
+
+
+def test_4_a_server_that_is_not_triton_is_refused_before_anything_changes(fleet: dict) -> None:
+    args = ["rollout", MODEL, "--version", 1, "--export", fleet["good"], "--server", "http://127.0.0.1:9", "--json"]
+    result = invoke(*args)
+    assert result.exit_code == 1 and "does not answer as a Triton server" in json.loads(result.stdout)["error"]
+
+
+def test_5_kserve_manifests_read_the_same_bucket(fleet: dict, tmp_path: Path) -> None:
+    out = tmp_path / "kserve.yaml"
+    result = invoke("deploy", "kserve", MODEL, "--repo", fleet["url"], "--out", out, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    secret, account, service = yaml.safe_load_all(out.read_text())
+    assert secret["stringData"] == {"AWS_ACCESS_KEY_ID": "<set me>", "AWS_SECRET_ACCESS_KEY": "<set me>"}
+    assert secret["metadata"]["annotations"]["serving.kserve.io/s3-endpoint"].startswith("127.0.0.1:")
+    assert account["secrets"] == [{"name": secret["metadata"]["name"]}]
+    triton = service["spec"]["predictor"]["triton"]
+    assert triton["storageUri"] == "s3://models/fleet" and f"--load-model={MODEL}" in triton["args"]
+    probe = triton["startupProbe"]
+    assert (
+        0 < data["load_seconds"] < 60 and probe["failureThreshold"] * probe["periodSeconds"] >= 3 * data["load_seconds"]
+    )
