@@ -126,9 +126,16 @@ def server_environment(install: TritonInstall) -> dict[str, str]:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
+    return free_ports(host, 1)[0]
+
+
+def free_ports(host: str = "127.0.0.1", count: int = 1) -> list[int]:
+    """`count` distinct ports free on `host` now (bound together, so the system cannot hand out one twice)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(count)]
+        for sock in sockets:
+            sock.bind((host, 0))
+        return [sock.getsockname()[1] for sock in sockets]
 
 
 def bind_problem(host: str, port: int) -> int | None:
@@ -320,8 +327,9 @@ class TritonServer:
             self._secret = write_secret(self.api_key_file)
         attempts = 3 if None in self._requested_ports else 1  # a free port can be taken before Triton binds it
         for attempt in range(attempts):
+            fresh = iter(free_ports(self.host, sum(port is None for port in self._requested_ports)))
             self.http_port, self.grpc_port, self.metrics_port = (
-                free_port(self.host) if port is None else port for port in self._requested_ports
+                next(fresh) if port is None else port for port in self._requested_ports
             )
             self._check_ports()
             try:

@@ -38,7 +38,7 @@ def run(ws: Workspace) -> list[Row]:
         repos = {"s3": store.url("fleet"), "folder": str(Path(tmp) / "repo")}
         for repo in repos.values():
             for version in (1, 2):
-                _publish(folder, repo, version)
+                _publish(folder, repo, key, version)
         for size in FLEET_SIZES:
             seconds = {kind: _rollout_seconds(ws, repo, model, folder, size) for kind, repo in repos.items()}
             rows.append(
@@ -50,11 +50,12 @@ def run(ws: Workspace) -> list[Row]:
     return rows
 
 
-def _publish(folder: Path, repo: str, version: int) -> None:
+def _publish(folder: Path, repo: str, key: str, version: int) -> None:
+    """Publish the export's ONNX artifact as `<key>_onnx` (the export folder may be named `<key>_fp16`)."""
     from modelship.cli.publish import publish_to
     from modelship.serve.publish import PublishOptions
 
-    publish_to(repo, folder, PublishOptions(artifacts=("onnx",), version=version, pipeline=None))
+    publish_to(repo, folder, PublishOptions(name=key, artifacts=("onnx",), version=version, pipeline=None))
 
 
 def _rollout_seconds(ws: Workspace, repo: str, model: str, folder: Path, size: int) -> float:
