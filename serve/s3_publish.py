@@ -26,6 +26,7 @@ from typing import Any
 
 from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Manifest
+from modelship.contract.staging import process_alive
 from modelship.serve.object_store import S3Location, client
 from modelship.serve.publish import CONFIG_FILE, PublishedModel, PublishOptions, PublishResult, publish_export
 from modelship.serve.triton_config import ServingOptions, parse_config, to_text
@@ -150,11 +151,5 @@ def _stale(s3: Any, bucket: str, key: str) -> bool:
         return True
     if time.time() - float(holder.get("time", 0)) > LOCK_TTL_S:
         return True
-    if holder.get("host") == socket.gethostname():
-        try:
-            os.kill(int(holder["pid"]), 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, KeyError, ValueError):
-            return False
-    return False
+    pid = holder.get("pid")
+    return holder.get("host") == socket.gethostname() and isinstance(pid, int) and not process_alive(pid)

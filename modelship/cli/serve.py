@@ -184,11 +184,11 @@ def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored:
         ),
         "log_file": None if server.verbose else str(server.log_file),
         "production_command": production_command(server.repo, http, grpc, metrics),
-        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(server.repo, loaded) else None,
+        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(loaded) else None,
     }
 
 
-def _has_preprocess_models(repo: Path | str, models: list[dict]) -> bool:
+def _has_preprocess_models(models: list[dict]) -> bool:
     """Whether the repository holds Python-backend preprocess models (they need Pillow in the stock image)."""
     return any(m["name"].endswith(PREPROCESS_SUFFIX) for m in models)
 

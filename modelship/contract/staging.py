@@ -25,7 +25,8 @@ _LEFTOVER = re.compile(r"^\..+\.(?P<pid>\d+)-[^.]+\.(staging|replaced)$")
 JOURNAL = "journal.json"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists on this machine (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -41,7 +42,7 @@ def sweep(parent: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for path in Path(parent).iterdir():
             match = _LEFTOVER.match(path.name)
-            if match and path.is_dir() and int(match["pid"]) != os.getpid() and not _alive(int(match["pid"])):
+            if match and path.is_dir() and int(match["pid"]) != os.getpid() and not process_alive(int(match["pid"])):
                 roll_back(path)
                 shutil.rmtree(path, ignore_errors=True)
                 removed.append(path)
