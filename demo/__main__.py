@@ -3,6 +3,7 @@ and a photo classified by curl alone through the server-side preprocessing pipel
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -15,10 +16,14 @@ import click
 import numpy as np
 
 from modelship.cli.infer import classify
+from modelship.cli.parity import REPORT_NAME
 from modelship.contract.errors import ModelshipError
+from modelship.contract.manifest import Manifest
+from modelship.contract.parity_report import ParityReport
+from modelship.demo.summary import AccuracyRow, DemoSummary, ParityVerdict, curl_answer
 from modelship.demo.train import ARCH, LABELS, save_checkpoint, train, write_samples
 from modelship.serve.client import TritonClient
-from modelship.serve.pipeline import curl_example
+from modelship.serve.pipeline import curl_example, pipeline_output
 from modelship.serve.server import TritonServer, production_command
 
 ARTIFACTS = ("onnx", "onnx_fp16", "torchscript", "torchscript_fp16")
@@ -55,15 +60,20 @@ def step(title: str, timings: dict[str, float]) -> Iterator[None]:
 @click.option("--epochs", type=int, default=6, show_default=True, help="Training epochs.")
 @click.option("--samples", type=int, default=20, show_default=True, help="Held-out digits to classify.")
 def main(workdir: Path, epochs: int, samples: int) -> None:
-    """Train, export, verify, publish, serve and query a digits classifier, end to end."""
+    """Train, export, verify, publish, serve and query a digits classifier, end to end; the results go to
+    exports/demo-summary.json, and any wrong answer ends the demo with exit 1."""
+    summary = DemoSummary(samples=samples)
     try:
-        run(workdir, epochs, samples)
+        run(workdir, epochs, summary)
     except ModelshipError as exc:
+        summary.error = str(exc)
         click.secho(f"error: {exc}", fg="red", err=True)
         sys.exit(exc.exit_code)
+    finally:
+        click.echo(f"results: {summary.write(workdir / 'exports')}")
 
 
-def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
+def run(workdir: Path, epochs: int, summary: DemoSummary) -> dict[str, float]:
     timings: dict[str, float] = {}
     training = workdir / "exports" / "digits-training"
     export_dir, repo = workdir / "exports" / "digits", workdir / "model_repo"
@@ -72,7 +82,8 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
     with step("1. train DigitsNet on scikit-learn's 8x8 digits (upsampled to 3x32x32)", timings):
         trained = train(epochs=epochs)
         save_checkpoint(trained, checkpoint)
-        samples = write_samples(trained, training / "samples", count)
+        samples = write_samples(trained, training / "samples", summary.samples)
+        summary.training_accuracy = trained.accuracy
         click.echo(f"held-out accuracy {trained.accuracy:.1%} after {epochs} epochs; checkpoint {checkpoint}")
         click.echo(f"{len(samples)} held-out digits written to {training / 'samples'}")
 
@@ -89,7 +100,7 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
             export_dir.parent,
             "--force",
         )
-        run_cli("modelship", "parity", export_dir, "--arch", ARCH, "--images", training / "samples")
+        parity(summary, export_dir, "--arch", ARCH, "--images", training / "samples")
 
     with step("3. publish to the Triton model repository", timings):
         run_cli("modelship", "publish", export_dir, "--repo", repo)
@@ -107,21 +118,24 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
                 "modelship", "infer", *paths[:4], "--model", "digits_onnx", "--url", server.http_url, "--top-k", "3"
             )
             truth = np.array([label for _, label in samples])
-            _accuracy_table(server, models, paths, truth)
+            summary.accuracy = _accuracy_table(server, models, paths, truth)
         with step(f"6. classify a digit image with curl alone: {PIPELINE} decodes and preprocesses it", timings):
-            script = curl_example(server.http_url, PIPELINE, shlex.quote(str(paths[0])), "logits", classes=3)
+            output = pipeline_output(Manifest.read(export_dir).artifact("onnx"))  # the name the ensemble serves
+            script = curl_example(server.http_url, PIPELINE, shlex.quote(str(paths[0])), output, classes=3)
             click.echo(script)
-            answer = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
+            answer = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False).stdout
             click.echo(f"-> {answer.strip()}")
+            summary.curl = curl_answer(answer, output, str(paths[0]), LABELS[samples[0][1]])
+            click.echo(f"curl's top class for {paths[0].name}: {summary.curl.label} (right)")
         with step("7. parity of the served models against the checkpoint", timings):
             for artifact, url, precision in (("onnx", server.grpc_url, "fp32"), ("onnx_fp16", server.http_url, "fp16")):
-                run_cli(
-                    "modelship", "parity", export_dir, "--arch", ARCH, "--artifact", artifact, "--served", url,
+                parity(
+                    summary, export_dir, "--arch", ARCH, "--artifact", artifact, "--served", url,
                     "--served-model", f"digits_{artifact}", "--served-precision", precision,
                 )  # fmt: skip
             samples_dir = training / "samples"
-            run_cli(
-                "modelship", "parity", export_dir, "--arch", ARCH, "--artifact", "onnx", "--images", samples_dir,
+            parity(
+                summary, export_dir, "--arch", ARCH, "--artifact", "onnx", "--images", samples_dir,
                 "--served", server.http_url, "--served-model", PIPELINE,
             )  # fmt: skip
     finally:
@@ -131,21 +145,40 @@ def run(workdir: Path, epochs: int, count: int) -> dict[str, float]:
     return timings
 
 
-def _accuracy_table(server: TritonServer, models: list[str], paths: list[Path], truth: np.ndarray) -> None:
+def parity(summary: DemoSummary, export_dir: Path, *args: object) -> None:
+    """`modelship parity EXPORT_DIR ARGS`, its verdicts (read from the report it writes) added to the summary."""
+    report = export_dir / REPORT_NAME
+    report.unlink(missing_ok=True)
+    try:
+        run_cli("modelship", "parity", export_dir, *args)
+    finally:
+        if report.is_file():
+            for data in json.loads(report.read_text())["reports"]:
+                verdict = ParityReport.from_dict(data)
+                summary.parity.append(
+                    ParityVerdict(
+                        verdict.candidate, verdict.reference, verdict.passed, verdict.batch_sizes, verdict.error
+                    )
+                )
+
+
+def _accuracy_table(server: TritonServer, models: list[str], paths: list[Path], truth: np.ndarray) -> list[AccuracyRow]:
     click.echo(f"\n{'model':<26}{'protocol':<10}{'accuracy':>9}   predictions (first 10)")
-    predictions = {}
+    rows = []
     for model in models:
         for url in (server.http_url, server.grpc_url):
             with TritonClient(url) as client:
                 result = classify(client, model, paths, batch=8, k=1)
             predicted = np.array([r["top_k"][0]["index"] for r in result])
-            predictions[model, url] = predicted
+            rows.append(
+                AccuracyRow(model, client.protocol, len(paths), float((predicted == truth).mean()), predicted.tolist())
+            )
             shown = " ".join(LABELS[i] for i in predicted[:10])
-            click.echo(f"{model:<26}{client.protocol:<10}{(predicted == truth).mean():>9.1%}   {shown}")
+            click.echo(f"{model:<26}{client.protocol:<10}{rows[-1].accuracy:>9.1%}   {shown}")
     click.echo(f"{'truth':<45}   {' '.join(LABELS[i] for i in truth[:10])}")
-    reference = next(iter(predictions.values()))
-    agree = all((p == reference).all() for p in predictions.values())
-    click.echo(f"all {len(predictions)} model/protocol pairs agree on every image: {agree}")
+    agree = all(row.predictions == rows[0].predictions for row in rows)
+    click.echo(f"all {len(rows)} model/protocol pairs agree on every image: {agree}")
+    return rows
 
 
 if __name__ == "__main__":

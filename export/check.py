@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.contract.errors import ParityError, UsageError
+from modelship.contract.errors import ModelshipError, ParityError, UsageError
 from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest, sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.export.parity import ParityReport, ToleranceOverrides
+from modelship.export.parity.engine import candidate_error
 from modelship.export.parity.pipelines import IMAGES
 
 AGAINST = ("checkpoint", "golden")
@@ -127,7 +128,12 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             reports.append(_compare(reference, candidate, sets, labels, request.tolerances.config(artifact.precision)))
     for extra in request.extra:
         tolerance = request.tolerances.config(extra.precision)
-        if getattr(extra.runner, "takes_images", False):  # a served pipeline: image files in, end to end
+        try:
+            takes_images = getattr(extra.runner, "takes_images", False)
+        except ModelshipError as exc:  # the server is down or does not serve the model: this candidate fails
+            reports.append(_unchecked(reference.name, extra.runner.name, candidate_error(exc)))
+            continue
+        if takes_images:  # a served pipeline: image files in, end to end
             chosen = [i for i, inputs in enumerate(sets) if IMAGES in inputs]
             if not chosen:
                 raise UsageError(f"{extra.runner.name} takes encoded images", hint="compare it with --images DIR")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import http.client
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -149,7 +150,7 @@ class TritonClient:
         """Turn transport and server errors into ClientErrors that say what to do."""
         try:
             yield
-        except (ConnectionError, OSError) as exc:
+        except (ConnectionError, OSError, http.client.HTTPException) as exc:  # refused, reset, closed mid-answer
             raise self._down(exc) from None
         except InferenceServerException as exc:
             text = f"{exc.message() or ''} {exc.status() or ''}"

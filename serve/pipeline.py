@@ -119,7 +119,7 @@ def pipeline_config(plan: PipelinePlan, options: ServingOptions, labels: list[st
     config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
     for spec in plan.artifact.io.outputs:
         config.output.add(name=spec.name, data_type=triton_dtype(spec), dims=dims(spec, batched=True))
-    if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:
+    if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:  # the output pipeline_output names
         config.output[0].label_filename = LABELS_FILE
     if labels:
         config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read
@@ -171,10 +171,17 @@ def _pixel_dims(plan: PipelinePlan) -> list[int]:
     return [3, height, width] if plan.spec.layout == "NCHW" else [height, width, 3]
 
 
+def pipeline_output(artifact: Artifact) -> str:
+    """The pipeline output that carries the labels (the classification extension ranks it): the artifact's first
+    output, under the export's own name, as `pipeline_config` declares it."""
+    return artifact.io.outputs[0].name
+
+
 def curl_example(http_url: str, model: str, image: str, output: str, classes: int = 3) -> str:
     """A bash snippet that classifies `image` with `model` (a pipeline) using curl alone: Triton's binary tensor
     extension carries the file's bytes (after a 4-byte little-endian length, as TYPE_STRING data is serialized)
-    behind a JSON header; the classification extension answers `score:index:label`."""
+    behind a JSON header; the classification extension answers `score:index:label` for `output` (take it from the
+    export: `pipeline_output(artifact)`)."""
     request = {
         "inputs": [{"name": IMAGE, "shape": [1, 1], "datatype": "BYTES", "parameters": {"binary_data_size": 0}}],
         "outputs": [{"name": output, "parameters": {"classification": classes}}],

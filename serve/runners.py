@@ -4,7 +4,8 @@ Inputs and outputs are keyed by the export manifest's names. The served names ca
 `INPUT__0`, return `OUTPUT__0`); the mapping is read from the model's config (`modelship.io`, written by
 `modelship publish`). Float inputs are cast to the served float dtype, as the local ONNX Runtime runner does, so
 the same float32 test inputs drive fp32 and fp16-I/O models. A pipeline model (`<name>_pipeline`) gets the image
-files' bytes instead: the server decodes and preprocesses them.
+files' bytes instead: the server decodes and preprocesses them. The runner declares the model's `max_batch_size`
+as its batch limit, so the engine sends a larger input set as several requests.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ class TritonRunner:
         if self._info is None:
             self._info = self.client.model(self.model_name)
         return self._info
+
+    @property
+    def max_batch(self) -> int | None:
+        """The served model's max_batch_size: the parity engine splits larger input sets into requests of it."""
+        return self.info.max_batch_size or None
 
     @property
     def takes_images(self) -> bool:

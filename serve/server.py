@@ -8,6 +8,7 @@ or LibTorch backend. `backend_directory()` assembles one that serves standard re
     python/       libtriton_python.so, triton_python_backend_utils.py, triton_python_backend_stub  (real copies)
     onnxruntime/  model.py (+ modelship_backend.py)   runs model.onnx with onnxruntime
     pytorch/      model.py (+ modelship_backend.py)   runs model.pt with torch.jit.load
+    stub-python/  bin/python3, pyvenv.cfg, a .pth   the stubs' interpreter: these packages, no bytecode written
 
 This exercises the repository layout, the configs, Triton's HTTP/gRPC API and its scheduler, not Triton's native
 C++ backends; production runs a stock `tritonserver` container on the same repository (`production_command`).
@@ -22,6 +23,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import platform
 import secrets
 import shutil
 import signal
@@ -46,6 +48,12 @@ BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
 SHARED_BACKEND_FILES = ("modelship_backend.py",)
 EXIT_TIMEOUT_S = 5
+# The stubs' Python: an isolated interpreter (PYTHON* variables ignored) that finds its prefix through PATH. A
+# virtual environment of its own in the backend directory, on this interpreter with this environment's packages,
+# starts it with bytecode writing off, so the stubs import model.py from the repository (the publisher's) without
+# writing __pycache__ into it.
+STUB_ENV = "stub-python"
+STUB_SITE = "import sys; sys.dont_write_bytecode = True\nimport site; site.addsitedir({site_packages!r})\n"
 API_KEY_HEADER = "modelship-api-key"  # the header Triton checks before any repository-API request
 
 
@@ -90,7 +98,7 @@ def backend_directory(cache: Path | None = None) -> Path:
     """
     install = TritonInstall.find()
     sources = sorted(p for p in BACKENDS_SOURCE.rglob("*.py") if "__pycache__" not in p.parts)
-    key = hashlib.sha256(f"{install.version}|{sys.version}|{sys.executable}".encode())
+    key = hashlib.sha256(f"{install.version}|{sys.version}|{sys.executable}|{STUB_SITE}".encode())
     for path in sources:
         key.update(path.read_bytes())
     cache = cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "modelship" / "backends"
@@ -101,9 +109,10 @@ def backend_directory(cache: Path | None = None) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".building-", dir=cache))
     python_dir = staging / "python"
     python_dir.mkdir()
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        shutil.copy2(install.python_backend / name, python_dir / name)  # copies: symlinks "escape" the directory
+    shutil.copy2(install.python_backend / "libtriton_python.so", python_dir)  # a copy: symlinks "escape" the dir
+    shutil.copy2(install.python_backend / "triton_python_backend_utils.py", python_dir)
     shutil.copy2(install.stub, python_dir / "triton_python_backend_stub")
+    _stub_interpreter(staging / STUB_ENV)
     for backend in PYTHON_BACKEND_NAMES:
         (staging / backend).mkdir()
         for name in ("model.py", *SHARED_BACKEND_FILES):
@@ -116,10 +125,28 @@ def backend_directory(cache: Path | None = None) -> Path:
     return target
 
 
-def server_environment(install: TritonInstall) -> dict[str, str]:
-    """PATH and LD_LIBRARY_PATH so the Python stub runs this interpreter and its packages (see the module doc)."""
+def _stub_interpreter(folder: Path) -> None:
+    """A virtual environment for the stubs (STUB_ENV): bin/python3 is this interpreter, and a .pth file turns
+    bytecode writing off and adds this environment's site-packages (with their own .pth files)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for name in ("python", "python3", version):
+        (bin_dir / name).symlink_to(base)
+    (folder / "pyvenv.cfg").write_text(
+        f"home = {base.parent}\ninclude-system-site-packages = false\nversion = {platform.python_version()}\n"
+    )
+    site_dir = folder / "lib" / version / "site-packages"
+    site_dir.mkdir(parents=True)
+    (site_dir / "modelship_stub.pth").write_text(STUB_SITE.format(site_packages=sysconfig.get_paths()["purelib"]))
+
+
+def server_environment(install: TritonInstall, backends: Path) -> dict[str, str]:
+    """PATH and LD_LIBRARY_PATH so the Python stub runs this interpreter and its packages, through the backend
+    directory's stub environment (see the module doc)."""
     env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PATH"] = os.pathsep.join([str(backends / STUB_ENV / "bin"), env.get("PATH", "")])
     libdir = sysconfig.get_config_var("LIBDIR") or ""
     env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(install.libs), env.get("LD_LIBRARY_PATH")) if p)
     return env
@@ -386,7 +413,7 @@ class TritonServer:
                 self.command(backends, install),
                 stdout=None if self.verbose else log,
                 stderr=None if self.verbose else subprocess.STDOUT,
-                env=server_environment(install),
+                env=server_environment(install, backends),
                 start_new_session=True,  # Ctrl-C in a terminal reaches us, not the server; we stop it ourselves
                 preexec_fn=_die_with_parent,
             )

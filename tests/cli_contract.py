@@ -77,3 +77,13 @@ def _trace(result: Result) -> str:
     import traceback
 
     return "".join(traceback.format_exception(*result.exc_info)) if result.exc_info else result.output
+
+
+def port_flags(**given: object) -> list[str]:
+    """`--http-port H --grpc-port G --metrics-port M` for `modelship serve`: the ports `given` (http=, grpc=,
+    metrics=), the others free ports picked together, as the product picks them (serve.server.free_ports)."""
+    from modelship.serve.server import free_ports
+
+    kinds = ("http", "grpc", "metrics")
+    fresh = iter(free_ports(count=sum(kind not in given for kind in kinds)))
+    return [word for kind in kinds for word in (f"--{kind}-port", str(given[kind] if kind in given else next(fresh)))]

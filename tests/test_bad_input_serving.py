@@ -11,7 +11,7 @@ from serve_exports import write_export
 
 from modelship.serve.publish import publish_export
 from modelship.serve.server import TritonServer, free_port
-from tests.cli_contract import expect_failure
+from tests.cli_contract import expect_failure, port_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,8 +30,7 @@ def server(repo: Path):
 
 
 def serve(repo: Path, *args: object) -> list[object]:
-    ports = ["--http-port", free_port(), "--grpc-port", free_port(), "--metrics-port", free_port()]
-    return ["serve", "--repo", repo, *ports, *args]
+    return ["serve", "--repo", repo, *port_flags(), *args]
 
 
 @pytest.fixture
@@ -52,28 +51,18 @@ def test_serve_on_an_unknown_host(repo: Path) -> None:
 
 
 def test_serve_on_a_taken_port(repo: Path, listening: int) -> None:
-    args = [
-        "serve",
-        "--repo",
-        repo,
-        "--http-port",
-        listening,
-        "--grpc-port",
-        free_port(),
-        "--metrics-port",
-        free_port(),
-    ]
+    args = ["serve", "--repo", repo, *port_flags(http=listening)]
     expect_failure(args, names=[f"http port {listening}", "already in use", "--http-port"], untouched=[repo])
 
 
 def test_serve_with_one_port_twice(repo: Path) -> None:
     port = free_port()
-    args = ["serve", "--repo", repo, "--http-port", port, "--grpc-port", port, "--metrics-port", free_port()]
+    args = ["serve", "--repo", repo, *port_flags(http=port, grpc=port)]
     expect_failure(args, names=["must differ"], untouched=[repo])
 
 
 def test_serve_on_an_impossible_port(repo: Path) -> None:
-    args = ["serve", "--repo", repo, "--http-port", 70000, "--grpc-port", free_port(), "--metrics-port", free_port()]
+    args = ["serve", "--repo", repo, *port_flags(http=70000)]
     expect_failure(args, names=["--http-port 70000"], untouched=[repo])
 
 

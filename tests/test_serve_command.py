@@ -14,7 +14,7 @@ from serve_exports import write_export
 
 from modelship.serve.client import TritonClient
 from modelship.serve.publish import publish_export
-from modelship.serve.server import free_port
+from tests.cli_contract import port_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -29,9 +29,8 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start(repo: Path, *extra: str) -> tuple[subprocess.Popen, dict]:
-    ports = [str(free_port()) for _ in range(3)]
     proc = subprocess.Popen(
-        [*SERVE, str(repo), "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2], *extra],
+        [*SERVE, str(repo), *port_flags(), *extra],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -69,16 +68,7 @@ def test_serve_fails_clearly_when_the_port_is_taken(repo: Path) -> None:
     try:
         port = ready["http"].rsplit(":", 1)[1]
         clash = subprocess.run(
-            [
-                *SERVE,
-                str(repo),
-                "--http-port",
-                port,
-                "--grpc-port",
-                str(free_port()),
-                "--metrics-port",
-                str(free_port()),
-            ],
+            [*SERVE, str(repo), *port_flags(http=port)],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -123,10 +113,8 @@ def test_broken_models_do_not_take_the_good_one_down(mixed_repo: Path) -> None:
 
 
 def test_strict_fails_when_any_model_fails(mixed_repo: Path) -> None:
-    ports = [str(free_port()) for _ in range(3)]
     done = subprocess.run(
-        [*SERVE, str(mixed_repo), "--strict", "--http-port", ports[0], "--grpc-port", ports[1],
-         "--metrics-port", ports[2]],
+        [*SERVE, str(mixed_repo), "--strict", *port_flags()],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     payload = json.loads(done.stdout)

@@ -22,7 +22,8 @@ from serve_exports import SIZE, write_export
 
 from modelship.serve.client import TritonClient
 from modelship.serve.publish import publish_export
-from modelship.serve.server import API_KEY_HEADER, free_port
+from modelship.serve.server import API_KEY_HEADER
+from tests.cli_contract import port_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -35,9 +36,8 @@ def served(tmp_path_factory):
     root = tmp_path_factory.mktemp("faults")
     repo = root / "repo"
     publish_export(write_export(root / "tiny"), repo, artifacts=["onnx", "torchscript"])
-    ports = [str(free_port()) for _ in range(3)]
     proc = subprocess.Popen(
-        [*SERVE, str(repo), "--http-port", ports[0], "--grpc-port", ports[1], "--metrics-port", ports[2]],
+        [*SERVE, str(repo), *port_flags()],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=open(root / "serve.err", "w"),  # noqa: SIM115 - read after the process ends

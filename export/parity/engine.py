@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from modelship.contract.errors import ParityError
+from modelship.contract.errors import ModelshipError
 from modelship.contract.parity_report import OutputMetrics, ParityReport
+from modelship.export.parity.batching import batch_size, run_in_batches
 from modelship.export.parity.metrics import aggregate, compare_arrays, unmatched
 from modelship.export.parity.runners import Runner, Tensors
 from modelship.export.parity.tolerance import ToleranceConfig
@@ -24,13 +25,14 @@ def compare_runners(
 ) -> ParityReport:
     """Run both runners on every input set and judge each reference output against the candidate's.
 
-    A candidate that raises ParityError (it crashed, or ONNX Runtime rejected the inputs) gives a failed report
-    with `error` set; a failing reference raises, since without it nothing can be judged.
+    The candidate gets each set in chunks of its batch limit (`batching.run_in_batches`). A candidate that raises
+    (it crashed, ONNX Runtime rejected the inputs, the server refused or did not answer) gives a failed report
+    with `error` set to the cause; a failing reference raises, since without it nothing can be judged.
     """
     if not input_sets:
         raise ValueError("compare_runners needs at least one input set")
     start = time.perf_counter()
-    batch_sizes = [_batch_size(inputs) for inputs in input_sets]
+    batch_sizes = [batch_size(inputs) for inputs in input_sets]
     labels = list(labels) if labels is not None else [f"#{i} batch {b}" for i, b in enumerate(batch_sizes)]
     per_output: dict[str, list[OutputMetrics]] = {}
     per_batch = []
@@ -38,9 +40,9 @@ def compare_runners(
     for label, inputs in zip(labels, input_sets, strict=True):
         expected = reference.run(inputs)
         try:
-            actual = candidate.run(inputs)
-        except ParityError as exc:
-            error = f"{label}: {exc}"
+            actual = run_in_batches(candidate, inputs)
+        except Exception as exc:  # whatever a candidate raises is its verdict, not the end of the check
+            error = f"{label}: {candidate_error(exc)}"
             break
         results = [_compare_one(name, ref, actual.get(name), tolerance) for name, ref in expected.items()]
         for metrics in results:
@@ -68,6 +70,9 @@ def _compare_one(name: str, reference: np.ndarray, candidate: np.ndarray | None,
     return compare_arrays(name, reference, candidate, tolerance.for_output(name))
 
 
-def _batch_size(inputs: Tensors) -> int:
-    first = next(iter(inputs.values()), None)
-    return int(np.shape(first)[0]) if first is not None and np.ndim(first) > 0 else 1
+def candidate_error(exc: Exception) -> str:
+    """A candidate's failure as one line: a ModelshipError's message and hint, else the exception's type and text."""
+    if isinstance(exc, ModelshipError):
+        return str(exc)
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -25,6 +25,7 @@ import numpy as np
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.parity.batching import batch_limit
 from modelship.export.parity.runners import Runner, Tensors
 
 IMAGES = "images"  # the input-set key holding image file paths
@@ -57,6 +58,11 @@ class ImagePipeline:
         self.input_name = input_name
         self.name = runner.name
         self.describe = describe
+
+    @property
+    def max_batch(self) -> int | None:
+        """The wrapped runner's batch limit (the files are preprocessed chunk by chunk)."""
+        return batch_limit(self.runner)
 
     def run(self, inputs: Tensors) -> Tensors:
         if IMAGES not in inputs:

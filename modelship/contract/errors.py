@@ -70,6 +70,10 @@ class ClientError(ModelshipError):
     """A request to a Triton server failed: server down, unknown model, bad shape or dtype."""
 
 
+class DemoError(ModelshipError):
+    """A step of `make demo` gave a wrong answer (the served model, curl or a parity check)."""
+
+
 def os_failure(error: type[E], exc: OSError, what: str, hint: str) -> E:
     """`error` for a filesystem refusal while doing `what`: the system's reason appended, errno in details."""
     return error(f"{what} ({exc.strerror or exc})", hint=hint, details={"errno": exc.errno})
