@@ -49,9 +49,10 @@ def served(
     concurrency: int = 1,
 ) -> LoadStats:
     """Throughput and latency of `model` on `server` (a running serve.server.TritonServer) with the loadgen."""
-    url = server.grpc_url if protocol.startswith("grpc") else server.http_url
+    grpc = protocol.startswith("grpc")
+    url, headers = (server.grpc_url, server.grpc_admin_headers) if grpc else (server.http_url, server.admin_headers)
     return run_load(
-        sender(url, protocol, model, inputs, outputs),
+        sender(url, protocol, model, inputs, outputs, headers),
         concurrency=concurrency,
         batch=len(next(iter(inputs.values()))),
         duration_s=plan.window_s,

@@ -37,9 +37,19 @@ def _address(url: str) -> str:
 class Sender:
     """One thread's client for one model, sending the same inputs on every call."""
 
-    def __init__(self, url: str, protocol: str, model: str, inputs: Arrays, outputs: Arrays, variant: str = ""):
+    def __init__(
+        self,
+        url: str,
+        protocol: str,
+        model: str,
+        inputs: Arrays,
+        outputs: Arrays,
+        variant: str = "",
+        headers: dict[str, str] | None = None,
+    ):
         from tritonclient.utils import np_to_triton_dtype
 
+        self.headers = headers or {}  # the server's restricted-API secret: shared-memory registration needs it
         self.module = _module(protocol)
         self.protocol = protocol
         self.model = model
@@ -74,7 +84,7 @@ class Sender:
         if fill:
             shm.set_shared_memory_region(handle, [np.ascontiguousarray(array)])
         self.regions.append((name, handle))
-        self.client.register_system_shared_memory(name, "/" + name, array.nbytes)
+        self.client.register_system_shared_memory(name, "/" + name, array.nbytes, headers=self.headers)
         return name
 
     def __call__(self) -> Arrays:
@@ -92,17 +102,19 @@ class Sender:
         import tritonclient.utils.shared_memory as shm
 
         for name, handle in self.regions:
-            self.client.unregister_system_shared_memory(name)
+            self.client.unregister_system_shared_memory(name, headers=self.headers)
             shm.destroy_shared_memory_region(handle)
         self.regions = []
         self.client.close()
 
 
-def sender(url: str, protocol: str, model: str, inputs: Arrays, outputs: Arrays) -> Callable[[], Sender]:
+def sender(
+    url: str, protocol: str, model: str, inputs: Arrays, outputs: Arrays, headers: dict[str, str] | None = None
+) -> Callable[[], Sender]:
     """A factory of Senders. `protocol`: grpc, http (binary tensors), http-json (tensors as JSON lists), grpc-shm or
-    http-shm (system shared memory for inputs and outputs). `outputs` are example output arrays (from an in-process
-    run): their names, dtypes and shapes."""
+    http-shm (system shared memory for inputs and outputs; registering a region takes the server's restricted-API
+    `headers`). `outputs` are example output arrays (from an in-process run): their names, dtypes and shapes."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
     base, _, variant = protocol.partition("-")
-    return lambda: Sender(url, base, model, inputs, outputs, variant)
+    return lambda: Sender(url, base, model, inputs, outputs, variant, headers)

@@ -24,6 +24,7 @@ import ipaddress
 import json
 import os
 import platform
+import re
 import secrets
 import shutil
 import signal
@@ -35,6 +36,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -54,7 +56,11 @@ EXIT_TIMEOUT_S = 5
 # writing __pycache__ into it.
 STUB_ENV = "stub-python"
 STUB_SITE = "import sys; sys.dont_write_bytecode = True\nimport site; site.addsitedir({site_packages!r})\n"
-API_KEY_HEADER = "modelship-api-key"  # the header Triton checks before any repository-API request
+# Triton's API groups that change a running server, behind the per-server secret; inference, health, metadata,
+# statistics and the model config stay open.
+RESTRICTED_APIS = ("model-repository", "logging", "trace", "shared-memory")
+API_KEY_HEADER = "modelship-api-key"  # the header Triton checks before any restricted-API request
+GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how a gRPC request carries that header
 
 
 @dataclass(frozen=True)
@@ -225,12 +231,20 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _stub_model(argv: list[bytes], repo: Path) -> str:
-    """The model a stub serves: its first argument is the model's path inside the repository."""
-    path = Path(os.fsdecode(argv[1]))
-    with contextlib.suppress(ValueError):
-        return path.relative_to(repo).parts[0]
-    return path.parent.parent.name
+@dataclass(frozen=True)
+class Stub:
+    """A Python-backend stub process as Triton started it (its command line): the model instance it runs (Triton's
+    instance name, MODEL_GROUP_INDEX, or the bare model name for a model-level stub that a load starts and ends)
+    and the version folder it loaded, in the repository or in the copy Triton made of an object-storage one."""
+
+    pid: int
+    instance: str
+    version: str
+
+    def model(self, names: Collection[str]) -> str | None:
+        """The model this stub runs an instance of, among Triton's model `names`; None for a model-level stub."""
+        match = re.fullmatch(r"(.+)_\d+_\d+", self.instance)
+        return match.group(1) if match and match.group(1) in names else None
 
 
 def production_command(repo: Path | str, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002) -> str:
@@ -286,6 +300,7 @@ class TritonServer:
         self._requested_ports = (self.http_port, self.grpc_port, self.metrics_port)  # None: pick a free one
         self._secret: str | None = None
         self._shm_regions: set[str] = set()  # shared-memory regions of the stubs seen, removed at stop
+        self._model_copies: set[Path] = set()  # tritonserver's temporary copies of object-storage models
         if self.explicit_models is not None and not self.repository_api:
             raise ServeError("loading chosen models needs the repository API (explicit model control)")
         if self.repository_api and not self.expose_repository_api and not is_loopback(self.host):
@@ -297,8 +312,13 @@ class TritonServer:
 
     @property
     def admin_headers(self) -> dict[str, str]:
-        """The header that opens the repository API (empty when the API is closed)."""
+        """The HTTP header that opens the restricted APIs (empty when the repository API is closed)."""
         return {API_KEY_HEADER: self._secret} if self._secret else {}
+
+    @property
+    def grpc_admin_headers(self) -> dict[str, str]:
+        """The same over gRPC: Triton expects the header name behind `triton-grpc-protocol-`."""
+        return {GRPC_HEADER_PREFIX + name: value for name, value in self.admin_headers.items()}
 
     @property
     def _client_host(self) -> str:
@@ -335,7 +355,7 @@ class TritonServer:
         if self.repository_api:
             cmd.append("--model-control-mode=explicit")
             cmd.extend(f"--load-model={name}" for name in (self.explicit_models or ["*"]))
-            restriction = f"model-repository:{API_KEY_HEADER}={self._secret}"
+            restriction = f"{','.join(RESTRICTED_APIS)}:{API_KEY_HEADER}={self._secret}"
             cmd += [f"--http-restricted-api={restriction}", f"--grpc-restricted-protocol={restriction}"]
         if self.verbose:
             cmd.append("--log-verbose=1")
@@ -456,10 +476,14 @@ class TritonServer:
         except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
             return False
 
-    def _post(self, path: str, timeout_s: float = 30.0) -> Any:
-        """POST to the HTTP endpoint with the repository-API header; the JSON answer, or ServeError."""
+    def _post(self, path: str, timeout_s: float = 30.0, body: dict[str, Any] | None = None) -> Any:
+        """POST `body` to the HTTP endpoint with the restricted-API header; the JSON answer, or ServeError."""
+        return self._request(path, timeout_s, json.dumps(body or {}).encode())
+
+    def _request(self, path: str, timeout_s: float = 30.0, data: bytes | None = None) -> Any:
+        """GET (or POST `data`) with the restricted-API header; the JSON answer, or ServeError."""
         request = urllib.request.Request(
-            f"{self.http_url}{path}", data=b"{}", method="POST", headers=self.admin_headers
+            f"{self.http_url}{path}", data=data, method="GET" if data is None else "POST", headers=self.admin_headers
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
@@ -477,24 +501,35 @@ class TritonServer:
         """Every model of the repository with its state (READY, UNAVAILABLE, ...) and the reason it failed."""
         return list(self._post("/v2/repository/index") or [])
 
-    def reload(self, model: str) -> None:
-        """Unload then load `model` (its /ready answers false in between); needs the repository API."""
+    def reload(self, model: str, config: dict[str, Any] | None = None) -> None:
+        """Unload then load `model` (its /ready answers false in between), with `config` (the config it was
+        loaded with, e.g. a rollout's version policy) when given, else the repository's; needs the repository
+        API."""
+        body = {"parameters": {"config": json.dumps(config)}} if config is not None else {}
         self._post(f"/v2/repository/models/{model}/unload")
-        self._post(f"/v2/repository/models/{model}/load", timeout_s=self.startup_timeout_s)
+        self._post(f"/v2/repository/models/{model}/load", timeout_s=self.startup_timeout_s, body=body)
 
-    def stub_models(self) -> dict[int, str]:
-        """The Python-backend stub processes of this server: pid -> the model each one serves."""
+    def model_config(self, model: str) -> dict[str, Any]:
+        """The config `model` is served with (GET /v2/models/NAME/config)."""
+        return self._request(f"/v2/models/{model}/config")
+
+    def stubs(self) -> dict[int, Stub]:
+        """The Python-backend stub processes of this server by pid (their shared-memory regions and, for object
+        storage, the temporary model copies they load from are noted, to be removed at stop)."""
         if self.process is None:
             return {}
         stubs = {}
         for pid in _children(self.process.pid):
             try:
-                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                argv = [os.fsdecode(a) for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")]
             except OSError:
                 continue
-            if argv and argv[0].endswith(b"triton_python_backend_stub") and len(argv) > 2:
-                stubs[pid] = _stub_model(argv, self.repo)
-                self._shm_regions.add(os.fsdecode(argv[2]))
+            if argv and argv[0].endswith("triton_python_backend_stub") and len(argv) > 8:
+                model_file = Path(argv[1])
+                stubs[pid] = Stub(pid, instance=argv[8], version=model_file.parent.name)
+                self._shm_regions.add(argv[2])
+                if not isinstance(self.repo, Path) and model_file.parent.parent.parent == Path(tempfile.gettempdir()):
+                    self._model_copies.add(model_file.parent.parent)
         return stubs
 
     def restart(self) -> None:
@@ -516,9 +551,10 @@ class TritonServer:
         return code
 
     def _terminate(self) -> int | None:
-        """End the server, then any of its stubs still alive (a stub whose server died lingers for seconds) and
-        the shared-memory regions its stubs used (a killed stub leaves its region behind)."""
-        stubs = self.stub_models()
+        """End the server, then any of its stubs still alive (a stub whose server died lingers for seconds), the
+        shared-memory regions its stubs used (a killed stub leaves its region behind) and the temporary copies it
+        made of object-storage models."""
+        stubs = self.stubs()
         try:
             return self._end_process()
         finally:
@@ -528,6 +564,9 @@ class TritonServer:
             for region in self._shm_regions:
                 Path("/dev/shm", region).unlink(missing_ok=True)
             self._shm_regions.clear()
+            for folder in self._model_copies:
+                shutil.rmtree(folder, ignore_errors=True)
+            self._model_copies.clear()
 
     def _end_process(self) -> int | None:
         process, self.process = self.process, None

@@ -5,18 +5,25 @@ Two faults seen with Triton 2.51 (docs/serving.md has the measurements):
   HTTP frontend). The supervisor restarts it on the same ports, with back-off between attempts;
 - a Python-backend stub that dies is never restarted by Triton, and its model keeps answering READY while every
   request fails. The supervisor notices the stub is gone and reloads that model (unload, so /ready answers false,
-  then load, which starts a new stub) through the repository API; without that API it restarts the server.
+  then load with the config it was served with, which starts a new stub) through the repository API; without that
+  API it restarts the server.
+
+Stubs also end on purpose: Triton stops the stub of a version it unloads or replaces (a rollout loads version N
+beside the old one, then unloads the old). A vanished stub is a crash only while Triton's repository index still
+lists its (model, version) READY; stubs are mapped to (model, version) from their command line (Triton's instance
+name and the version folder), so local folders and object storage (a temporary copy per model) alike.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from modelship.contract.errors import ServeError
-from modelship.serve.server import TritonServer
+from modelship.serve.server import Stub, TritonServer
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again
@@ -33,21 +40,38 @@ class Supervisor:
     restarts: int = 0
     reloads: int = 0
     events: list[dict] = field(default_factory=list)
-    _stubs: dict[int, str] = field(default_factory=dict)
+    _stubs: dict[int, Stub] = field(default_factory=dict)
     _failures: int = 0
     _up_since: float = field(default_factory=time.monotonic)
 
     def run(self, stop: threading.Event) -> None:
-        self._stubs = self.server.stub_models()
+        self._stubs = self.server.stubs()
         while not stop.wait(POLL_S):
             if not self.server.running:
                 self._restart(stop, f"tritonserver exited ({self._exit_reason()})")
                 continue
-            stubs = self.server.stub_models()
-            dead = sorted({model for pid, model in self._stubs.items() if pid not in stubs})
+            stubs = self.server.stubs()
+            gone = [stub for pid, stub in self._stubs.items() if pid not in stubs]
+            crashed = self._crashed(gone, stubs) if gone else []
             self._stubs = stubs
-            if dead:
-                self._recover(stop, dead)
+            if crashed:
+                self._recover(stop, crashed)
+
+    def _crashed(self, gone: list[Stub], alive: dict[int, Stub]) -> list[str]:
+        """The models among the vanished stubs' that crashed: Triton still lists their (model, version) READY, and
+        fewer stubs serve it than before. A stub whose version was unloaded, replaced or was being loaded ended
+        because Triton ended it, and so did a model-level stub (a load starts and ends it)."""
+        try:
+            index = self.server.model_index()
+        except ServeError:  # the server itself is going: the next poll sees it
+            return []
+        names = {entry["name"] for entry in index}
+        ready = {(entry["name"], str(entry.get("version", ""))) for entry in index if entry.get("state") == "READY"}
+        before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
+        now = Counter((stub.model(names), stub.version) for stub in alive.values())
+        keys = {(stub.model(names), stub.version) for stub in gone}
+        return sorted({model for model, version in keys if model and (model, version) in ready
+                       and now[model, version] < before[model, version]})  # fmt: skip
 
     def _exit_reason(self) -> str:
         code = self.server.process.poll() if self.server.process is not None else None
@@ -62,14 +86,14 @@ class Supervisor:
         for model in models:
             began = time.perf_counter()
             try:
-                self.server.reload(model)
+                self.server.reload(model, self.server.model_config(model))  # as loaded (a rollout's versions)
             except ServeError as exc:
                 self._restart(stop, f"reloading {model} after its backend stub died failed: {exc.message}")
                 return
             seconds = time.perf_counter() - began
             self.reloads += 1
             self._event("reload", f"the backend stub of {model} died; reloaded it in {seconds:.1f} s", seconds)
-        self._stubs = self.server.stub_models()
+        self._stubs = self.server.stubs()
 
     def _restart(self, stop: threading.Event, why: str) -> None:
         if time.monotonic() - self._up_since > STABLE_S:
@@ -88,7 +112,7 @@ class Supervisor:
         seconds = time.perf_counter() - began
         self.restarts += 1
         self._up_since = time.monotonic()
-        self._stubs = self.server.stub_models()
+        self._stubs = self.server.stubs()
         self._event("restart", f"tritonserver ready again in {seconds:.1f} s on the same ports", seconds)
 
     def _event(self, kind: str, message: str, seconds: float) -> None:

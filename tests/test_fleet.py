@@ -5,37 +5,21 @@ everywhere, and returns the others when a server dies mid-rollout. Each test sta
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
+from fleet_support import MODEL, rollout, serving, with_golden
 from serve_exports import write_export
 
-from modelship.contract.manifest import Manifest
-from modelship.export.parity import OnnxRuntimeRunner, save_golden
 from modelship.serve.server import TritonServer
 from modelship.testing.object_store import moto_server
 from tests.cli_contract import invoke
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-MODEL = "tiny_onnx"
-
-
-def with_golden(folder: Path) -> Path:
-    """The export's golden data, as export-model writes it: seeded inputs and the ONNX artifact's outputs."""
-    manifest = Manifest.read(folder)
-    rng = np.random.default_rng(0)
-    inputs = [{"image": rng.standard_normal((b, 3, 16, 16)).astype(np.float32)} for b in (1, 3)]
-    runner = OnnxRuntimeRunner(folder / "model.onnx", manifest.artifact("onnx").io, name="onnx")
-    save_golden(folder / "golden.npz", inputs, [runner.run(i) for i in inputs])
-    dataclasses.replace(manifest, golden="golden.npz").write(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -68,20 +52,6 @@ def fleet(cluster: dict) -> dict:
         else:
             server.start()
     return {**cluster, "keys": [server.api_key_file for server in cluster["servers"]]}
-
-
-def rollout(fleet: dict, version: int, *extra: object) -> tuple[int, dict]:
-    args = ["rollout", MODEL, "--version", version, "--export", fleet["good"]]
-    for server, key in zip(fleet["servers"], fleet["keys"], strict=True):
-        args += ["--server", server.http_url, "--api-key-file", key]
-    result = invoke(*args, *extra, "--json")
-    assert result.stdout.strip(), result.output + repr(result.exception)
-    return result.exit_code, json.loads(result.stdout)
-
-
-def serving(server: TritonServer) -> list[str]:
-    with urllib.request.urlopen(f"{server.http_url}/v2/models/{MODEL}", timeout=10) as response:
-        return json.loads(response.read())["versions"]
 
 
 def test_the_fleet_serves_the_newest_published_version(fleet: dict) -> None:

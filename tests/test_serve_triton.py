@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 from click.testing import CliRunner
 from PIL import Image
 from serve_exports import LABELS, PREPROCESS, SIZE, TinyNet, TwoHeads, eager, tiny_model, write_export
+from tritonclient.utils import InferenceServerException
 
 from modelship.cli.main import main
 from modelship.contract.errors import ClientError
@@ -162,3 +165,63 @@ def test_metrics_endpoint_counts_inferences(server: TritonServer) -> None:
     with urllib.request.urlopen(server.metrics_url, timeout=5) as response:
         text = response.read().decode()
     assert 'nv_inference_count{model="tiny_onnx"' in text
+
+
+# -- the control APIs that change a running server are behind the per-server secret --------------------------------
+
+HTTP_CONTROL = [
+    ("POST", "/v2/repository/index", {}),
+    ("GET", "/v2/logging", None),
+    ("POST", "/v2/logging", {"log_verbose_level": 1}),
+    ("GET", "/v2/trace/setting", None),
+    ("POST", "/v2/trace/setting", {"trace_rate": "1000"}),
+    ("GET", "/v2/systemsharedmemory/status", None),
+    ("POST", "/v2/systemsharedmemory/unregister", {}),
+    ("GET", "/v2/cudasharedmemory/status", None),
+]
+HTTP_OPEN = ["/v2/health/ready", "/v2/models/tiny_onnx", "/v2/models/tiny_onnx/config", "/v2/models/tiny_onnx/stats"]
+
+
+def http_status(server: TritonServer, method: str, path: str, body: dict | None, headers: dict[str, str]) -> int:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(f"{server.http_url}{path}", data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+@pytest.mark.parametrize(("method", "path", "body"), HTTP_CONTROL, ids=[f"{m} {p}" for m, p, _ in HTTP_CONTROL])
+def test_http_control_apis_need_the_secret(server: TritonServer, method: str, path: str, body: dict | None) -> None:
+    assert http_status(server, method, path, body, {}) == 403
+    assert http_status(server, method, path, body, server.admin_headers) == 200
+
+
+@pytest.mark.parametrize("path", HTTP_OPEN)
+def test_inference_health_metadata_statistics_and_config_stay_open(server: TritonServer, path: str) -> None:
+    assert http_status(server, "GET", path, None, {}) == 200
+
+
+GRPC_CONTROL = {
+    "logging": lambda c, h: c.get_log_settings(headers=h),
+    "logging update": lambda c, h: c.update_log_settings({"log_verbose_level": 0}, headers=h),
+    "trace": lambda c, h: c.get_trace_settings(headers=h),
+    "trace update": lambda c, h: c.update_trace_settings(settings={"trace_rate": "1000"}, headers=h),
+    "shared memory": lambda c, h: c.get_system_shared_memory_status(headers=h),
+    "shared memory unregister": lambda c, h: c.unregister_system_shared_memory(headers=h),
+    "repository": lambda c, h: c.get_model_repository_index(headers=h),
+}
+
+
+@pytest.mark.parametrize("call", list(GRPC_CONTROL))
+def test_grpc_control_apis_need_the_secret(server: TritonServer, call: str) -> None:
+    client = grpcclient.InferenceServerClient(server.grpc_url.split("://", 1)[1])
+    try:
+        with pytest.raises(InferenceServerException, match=r"restricted|PERMISSION|UNAVAILABLE"):
+            GRPC_CONTROL[call](client, {})
+        GRPC_CONTROL[call](client, server.grpc_admin_headers)
+        assert client.get_model_metadata("tiny_onnx").name == "tiny_onnx"  # metadata stays open
+        assert client.get_inference_statistics("tiny_onnx") is not None
+    finally:
+        client.close()

@@ -61,7 +61,8 @@ from modelship.serve.supervisor import Supervisor
     "--api-key-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help=f"Where to write the repository-API secret (mode 0600; sent as header {API_KEY_HEADER}). Default: a new "
+    help=f"Where to write the secret that opens the repository, logging, trace and shared-memory APIs (mode 0600; "
+    f"sent as header {API_KEY_HEADER}). Default: a new "
     "file under $XDG_RUNTIME_DIR/modelship or ~/.cache/modelship/servers, removed at exit.",
 )
 @click.option(
