@@ -17,6 +17,7 @@ import numpy as np
 from modelship.contract.manifest import Manifest
 from modelship.export.parity import OnnxRuntimeRunner, save_golden
 from tests.cli_contract import invoke, port_flags
+from tests.processes import ready_json
 
 MODEL = "tiny_onnx"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -74,10 +75,5 @@ def start_replica(url: str, root: Path, index: int, *models: str) -> Replica:
         *port_flags(),
     ]
     process = subprocess.Popen(args, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)  # noqa: SIM115
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith("}"):
-            break
-    ready = json.loads("".join(lines))
+    ready = ready_json(process)
     return Replica(process, ready["http"], ready["grpc"], key, log)

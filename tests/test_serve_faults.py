@@ -24,6 +24,7 @@ from modelship.serve.client import TritonClient
 from modelship.serve.publish import publish_export
 from modelship.serve.server import API_KEY_HEADER
 from tests.cli_contract import port_flags
+from tests.processes import cmdline, descendants, ready_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -43,36 +44,15 @@ def served(tmp_path_factory):
         stderr=open(root / "serve.err", "w"),  # noqa: SIM115 - read after the process ends
         text=True,
     )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line)
-        if line.startswith("}"):
-            break
-    ready = json.loads("".join(lines))
-    yield proc, ready, root / "serve.err"
+    yield proc, ready_json(proc), root / "serve.err"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 0
-    assert not _descendants(proc.pid)
-
-
-def _descendants(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in task.read_text().split():
-            found += [int(child), *_descendants(int(child))]
-    return found
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    except OSError:
-        return []
+    assert not descendants(proc.pid)
 
 
 def _stub_of(serve_pid: int, model: str) -> int:
-    for pid in _descendants(serve_pid):
-        argv = _cmdline(pid)
+    for pid in descendants(serve_pid):
+        argv = cmdline(pid)
         if argv and argv[0].endswith("triton_python_backend_stub") and f"/{model}/" in argv[1]:
             return pid
     raise AssertionError(f"no stub for {model}")

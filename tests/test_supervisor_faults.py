@@ -25,6 +25,7 @@ from modelship.serve.client import TritonClient
 from modelship.serve.server import API_KEY_HEADER
 from modelship.testing.object_store import moto_server
 from tests.cli_contract import invoke
+from tests.processes import cmdline, descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 BATCH = {"image": np.zeros((1, 3, SIZE, SIZE), np.float32)}
@@ -153,7 +154,7 @@ def test_an_aborted_tritonserver_is_restarted(replica: Replica) -> None:
         {"inputs": [{"name": "image", "shape": [16, 3, 100000, 100000], "datatype": "FP32", "data": [1.0]}]}
     )
     request = urllib.request.Request(f"{replica.http_url}/v2/models/{MODEL}/infer", data=body.encode())
-    copies = {Path(_cmdline(pid).split()[1]).parent.parent for pid in _instance_stubs(replica)}
+    copies = {Path(cmdline(pid)[1]).parent.parent for pid in _instance_stubs(replica)}
     start = len(replica.log.read_text())
     with pytest.raises((urllib.error.URLError, OSError)):
         urllib.request.urlopen(request, timeout=30)
@@ -175,21 +176,6 @@ def test_stopping_leaves_no_temporary_model_copies(storage: tuple[str, Path]) ->
 def _instance_stubs(replica: Replica) -> list[int]:
     return [
         pid
-        for pid in _descendants(replica.process.pid)
-        if "triton_python_backend_stub" in _cmdline(pid) and f" {MODEL}_0_0 " in _cmdline(pid)
+        for pid in descendants(replica.process.pid)
+        if (argv := cmdline(pid)) and argv[0].endswith("triton_python_backend_stub") and f"{MODEL}_0_0" in argv
     ]
-
-
-def _descendants(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in task.read_text().split():
-            found += [int(child), *_descendants(int(child))]
-    return found
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().replace("\0", " ")
-    except OSError:
-        return ""
