@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -13,29 +19,112 @@ from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import Plan
 
 
+def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The ONNX file's outputs for `inputs`, computed here (what a request's outputs look like: names, dtypes,
+    shapes). Not a measurement: throughput is measured by InProcess."""
+    from modelship.export.parity import make_session
+
+    session = make_session(path)
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, inputs), strict=True))
+
+
 class InProcess:
-    """One ONNX Runtime session made by `export.parity.make_session`: the same graph optimisation level and
-    intra-op thread count (= cores) as the server's onnxruntime backend with one instance."""
+    """In-process ONNX Runtime throughput, measured in a process of its own (`inprocess_worker`: onnxruntime and
+    numpy only, never torch) with the session settings of the server's onnxruntime backend for one instance, so the
+    baseline is what a standalone program gets. A context manager; the worker also ends when this process does."""
 
     def __init__(self, path: Path) -> None:
-        from modelship.export.parity import make_session
+        from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
+        from modelship.export.parity.runners import is_fp16_model
 
-        self.session = make_session(path)
-        self.output_names = [o.name for o in self.session.get_outputs()]
+        self._folder = Path(tempfile.mkdtemp(prefix="modelship-inprocess-"))
+        self._worker = subprocess.Popen(
+            [sys.executable, "-m", "modelship.bench.inprocess_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        disabled = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
+        answer = self._ask(
+            {"op": "open", "path": str(path), "threads": os.cpu_count() or 1, "disabled_optimizers": disabled}
+        )
+        if answer["torch"]:
+            raise RuntimeError("the in-process baseline's worker imported torch")
+
+    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        assert self._worker.stdin is not None and self._worker.stdout is not None
+        self._worker.stdin.write(json.dumps(request) + "\n")
+        self._worker.stdin.flush()
+        line = self._worker.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the in-process worker exited (code {self._worker.wait()})")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise RuntimeError(f"in-process worker: {answer['error']}")
+        return answer
+
+    def _write(self, inputs: dict[str, np.ndarray]) -> str:
+        path = self._folder / "inputs.npz"
+        np.savez(path, **inputs)
+        return str(path)
 
     def outputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(self.output_names, self.session.run(None, inputs), strict=True))
+        out = self._folder / "outputs.npz"
+        self._ask({"op": "outputs", "inputs": self._write(inputs), "out": str(out)})
+        with np.load(out) as data:
+            return {name: data[name] for name in data.files}
 
     def measure(self, inputs: dict[str, np.ndarray], plan: Plan, *, concurrency: int = 1) -> LoadStats:
-        batch = len(next(iter(inputs.values())))
-        return run_load(
-            lambda: lambda: self.session.run(None, inputs),
-            concurrency=concurrency,
-            batch=batch,
-            duration_s=plan.window_s,
-            max_requests=plan.max_requests,
-            source="onnxruntime",
+        request = {"op": "measure", "inputs": self._write(inputs), "concurrency": concurrency}
+        answer = self._ask({**request, "window_s": plan.window_s, "max_requests": plan.max_requests})
+        return LoadStats(**answer["stats"])
+
+    def close(self) -> None:
+        if self._worker.stdin is not None:
+            self._worker.stdin.close()
+        self._worker.wait(timeout=30)
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+    def __enter__(self) -> InProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+STANDALONE = """
+import sys, time
+import numpy as np
+import onnxruntime as ort
+model, inputs, threads, window = sys.argv[1], dict(np.load(sys.argv[2])), int(sys.argv[3]), float(sys.argv[4])
+options = ort.SessionOptions()
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+options.intra_op_num_threads = threads
+options.inter_op_num_threads = 1
+session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+session.run(None, inputs)
+count, began = 0, time.perf_counter()
+while time.perf_counter() - began < window:
+    session.run(None, inputs)
+    count += 1
+print(count * len(next(iter(inputs.values()))) / (time.perf_counter() - began))
+"""
+
+
+def standalone_throughput(path: Path, inputs: dict[str, np.ndarray], window_s: float) -> LoadStats:
+    """What a standalone program gets from the same file with the same settings: a fresh interpreter running only
+    the few lines a user would write (onnxruntime, numpy, a timed loop). The check on the InProcess baseline."""
+    with tempfile.TemporaryDirectory(prefix="modelship-standalone-") as folder:
+        np.savez(Path(folder) / "inputs.npz", **inputs)
+        command = [sys.executable, "-c", STANDALONE, str(path), str(Path(folder) / "inputs.npz")]
+        done = subprocess.run(
+            [*command, str(os.cpu_count() or 1), str(window_s)], capture_output=True, text=True, check=True
         )
+    throughput = float(done.stdout.strip().splitlines()[-1])
+    batch = len(next(iter(inputs.values())))
+    latency = batch / throughput * 1e3
+    return LoadStats(batch, 1, throughput, latency, latency, latency, latency, source="standalone")
 
 
 def served(

@@ -19,7 +19,8 @@ class Row:
     """One comparison: `ratio` = `value` / `baseline`, both measured in the same run; `ratio_of` says what over what.
 
     `case` names what was measured (model, format, batch, concurrency, protocol...); `notes` is a short human
-    string (latency percentiles...); `data` holds every figure behind the row for the JSON report.
+    string (latency percentiles...); `data` holds every figure behind the row for the JSON report; `flags` say why
+    a ratio is not a result (a measurement fault, an unstable point).
     """
 
     suite: str
@@ -31,6 +32,7 @@ class Row:
     unit: str
     notes: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)  # why the ratio is not to be trusted (measurement fault, unstable)
 
     def __post_init__(self) -> None:
         if not self.suite or not self.case:
@@ -120,7 +122,7 @@ def render_table(report: Report) -> Table:
             format_number(row.value),
             format_number(row.baseline),
             row.unit,
-            row.notes,
+            "; ".join([row.notes, *(f"[red]{flag}[/]" for flag in row.flags)]) if row.flags else row.notes,
         )
     return table
 

@@ -62,6 +62,9 @@ class Plan:
     batching_concurrency: int = 8
     transport_batch: int = 8
     pa_window_ms: int = 3000
+    repetitions: int = 3  # interleaved served / in-process pairs per serving point (repeated.interleaved)
+    point_window_s: float = 2.0  # each side's window in one pair
+    max_spread: float = 0.10  # a point whose pair ratios spread wider is marked unstable
 
     @classmethod
     def full(cls) -> Plan:
@@ -94,6 +97,8 @@ class Plan:
             growth_models=("small",),
             growth_batches=(1, 8, 32),
             pa_window_ms=1000,
+            point_window_s=0.75,
+            max_spread=0.15,
         )
 
 

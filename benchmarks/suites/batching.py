@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import urllib.request
 
-from modelship.bench.measure import InProcess, latency_notes, served
+from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
 from modelship.bench.stats import ratio
 from modelship.bench.tuning import clone_model, tune_model
@@ -45,7 +45,7 @@ def run(ws: Workspace) -> list[Row]:
         tune_model(clone_model(repo, name, off), dynamic_batching=False)
         export = ws.export(key)
         inputs = sample_inputs(export, 1)
-        models[key] = (name, off, inputs, InProcess(export.artifact_path("onnx")).outputs(inputs))
+        models[key] = (name, off, inputs, reference_outputs(export.artifact_path("onnx"), inputs))
     concurrency = plan.batching_concurrency
     with TritonServer(repo) as server:
         for key, (on, off, inputs, outputs) in models.items():

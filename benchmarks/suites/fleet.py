@@ -12,7 +12,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from modelship.bench.loadgen import run_load
-from modelship.bench.measure import InProcess, latency_notes
+from modelship.bench.measure import latency_notes, reference_outputs
 from modelship.bench.report import Row
 from modelship.bench.requests import sender
 from modelship.bench.stats import ratio
@@ -74,7 +74,7 @@ def _rollout_seconds(ws: Workspace, repo: str, model: str, folder: Path, size: i
 def _round_robin(ws: Workspace, repo: str, model: str, key: str) -> Row:
     """Throughput at concurrency 4, batch 1: 2 servers, each thread on one of them in turn, vs 1 server."""
     inputs = sample_inputs(ws.export(key), 1)
-    outputs = InProcess(ws.export(key).artifact_path("onnx")).outputs(inputs)
+    outputs = reference_outputs(ws.export(key).artifact_path("onnx"), inputs)
     plan = ws.plan
     with ExitStack() as stack:
         servers = [stack.enter_context(TritonServer(repo, explicit_models=[model])) for _ in range(2)]

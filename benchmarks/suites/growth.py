@@ -30,11 +30,10 @@ def run(ws: Workspace) -> list[Row]:
     baselines = {}
     for axis, key, batch, _ in points:  # in-process first, while no server competes for the cores
         export = ws.export(key)
-        runner = InProcess(export.artifact_path("onnx"))
         inputs = sample_inputs(export, batch)
         ws.log(f"growth: in-process {key} batch {batch}")
-        baselines[axis, key, batch] = (inputs, runner.outputs(inputs), runner.measure(inputs, plan))
-        del runner
+        with InProcess(export.artifact_path("onnx")) as runner:
+            baselines[axis, key, batch] = (inputs, runner.outputs(inputs), runner.measure(inputs, plan))
     rows = []
     with TritonServer(repo) as server:
         for axis, key, batch, name in points:

@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from modelship.bench.loadgen import run_load
-from modelship.bench.measure import InProcess, latency_notes, served
+from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats, ratio
 from modelship.bench.workspace import Workspace, sample_inputs
+from modelship.export.parity import make_session
 from modelship.preprocess import decode_image, transform
 from modelship.serve.pipeline import IMAGE, PIPELINE_SUFFIX, PREPROCESS_SUFFIX
 from modelship.serve.server import TritonServer
@@ -54,13 +55,13 @@ def run(ws: Workspace) -> list[Row]:
     model = ws.publish(repo, key)  # with <key>_preprocess and <key>_pipeline
     pipeline, preprocess = key + PIPELINE_SUFFIX, key + PREPROCESS_SUFFIX
     jpeg = photo_jpeg()
-    runner = InProcess(export.artifact_path("onnx"))
-    input_name = runner.session.get_inputs()[0].name
+    session = make_session(export.artifact_path("onnx"))
+    input_name = session.get_inputs()[0].name
     pixels = transform(decode_image(jpeg), spec)[None]
-    outputs = runner.outputs({input_name: pixels})
+    outputs = reference_outputs(export.artifact_path("onnx"), {input_name: pixels})
 
     def in_process() -> None:  # the whole job in one process: decode, preprocess, infer
-        runner.session.run(None, {input_name: transform(decode_image(jpeg), spec)[None]})
+        session.run(None, {input_name: transform(decode_image(jpeg), spec)[None]})
 
     ws.log(f"pipeline: in-process decode + preprocess + ORT, {key}")
     base = run_load(lambda: in_process, duration_s=plan.window_s, max_requests=plan.max_requests, source="in-process")
@@ -169,7 +170,7 @@ def _small_model_overhead(ws: Workspace) -> Row:
     repo = ws.repo(f"{SUITE}-{key}")
     model = ws.publish(repo, key)
     inputs = sample_inputs(ws.export(key), 1)
-    outputs = InProcess(ws.export(key).artifact_path("onnx")).outputs(inputs)
+    outputs = reference_outputs(ws.export(key).artifact_path("onnx"), inputs)
     with TritonServer(repo) as server:
         ws.log(f"pipeline: {model} b1 c1, per-request breakdown")
         before = _statistics(server, (model,))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from modelship.bench.measure import InProcess
+from modelship.bench.measure import reference_outputs
 from modelship.bench.report import Row
 from modelship.bench.stats import ratio
 from modelship.bench.workspace import Export, Workspace, sample_inputs
@@ -20,7 +20,7 @@ REPOS = {"empty": (), "onnx": ("onnx",), "torchscript": ("torchscript",), "onnx+
 
 def _load_onnx(export: Export) -> float:
     began = time.perf_counter()
-    InProcess(export.artifact_path("onnx")).outputs(sample_inputs(export, 1))
+    reference_outputs(export.artifact_path("onnx"), sample_inputs(export, 1))
     return time.perf_counter() - began
 
 

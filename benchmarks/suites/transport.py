@@ -21,11 +21,10 @@ def run(ws: Workspace) -> list[Row]:
     repo = ws.repo(SUITE)
     name = ws.publish(repo, key)
     inputs = sample_inputs(export, plan.transport_batch)
-    runner = InProcess(export.artifact_path("onnx"))
-    outputs = runner.outputs(inputs)
     ws.log(f"transport: in-process {key} batch {plan.transport_batch}")
-    base = runner.measure(inputs, plan)
-    del runner
+    with InProcess(export.artifact_path("onnx")) as runner:
+        outputs = runner.outputs(inputs)
+        base = runner.measure(inputs, plan)
     size_mb = sum(a.nbytes for a in inputs.values()) / 1e6
     rows = []
     with TritonServer(repo) as server:

@@ -6,7 +6,7 @@ request encoding (binary vs JSON tensors over HTTP)."""
 from __future__ import annotations
 
 from modelship.bench.loadgen import run_load
-from modelship.bench.measure import InProcess, latency_notes, served
+from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats, ratio
 from modelship.bench.tuning import clone_model, tune_model
@@ -68,9 +68,9 @@ def run(ws: Workspace) -> list[Row]:
         delays[delay] = clone_model(repo, small_name, f"{small_name}_q{delay}").name
         tune_model(repo / delays[delay], queue_delay_us=delay)
     main_in = sample_inputs(ws.export(main), 8)
-    main_out = InProcess(ws.export(main).artifact_path("onnx")).outputs(main_in)
+    main_out = reference_outputs(ws.export(main).artifact_path("onnx"), main_in)
     small_in = sample_inputs(ws.export(small), 1)
-    small_out = InProcess(ws.export(small).artifact_path("onnx")).outputs(small_in)
+    small_out = reference_outputs(ws.export(small).artifact_path("onnx"), small_in)
     with TritonServer(repo) as server:
         stats = {}
         for count, name in instances.items():
@@ -88,7 +88,7 @@ def run(ws: Workspace) -> list[Row]:
         rows += [_row(f"{small} b1 c8 grpc, queue delay {d} µs", s, stats[QUEUE_DELAYS_US[0]], of)
                  for d, s in stats.items()]  # fmt: skip
         small8_in = sample_inputs(ws.export(small), 8)
-        small8_out = InProcess(ws.export(small).artifact_path("onnx")).outputs(small8_in)
+        small8_out = reference_outputs(ws.export(small).artifact_path("onnx"), small8_in)
         stats = {}
         for protocol in ("http", "http-json"):
             ws.log(f"tuning: {small} b8 {protocol}")

@@ -1,0 +1,47 @@
+"""The do-it-yourself peer: what a user writes instead of Triton, FastAPI + uvicorn around an ONNX Runtime session.
+
+`python -m modelship.bench.peer_server MODEL.onnx PORT` serves POST /infer (an .npz of the inputs in, an .npz of
+the outputs out) and GET /health on 127.0.0.1, one uvicorn worker, the session made as the in-process baseline's
+(`inprocess_worker.make_session`), inference in FastAPI's thread pool so concurrent requests overlap. A bench-only
+extra (`pip install modelship[bench]`); started and stopped by the bench (`peer.PeerServer`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+
+import numpy as np
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from modelship.bench.inprocess_worker import make_session
+
+
+def create_app(model: str) -> FastAPI:
+    session = make_session(model, os.cpu_count() or 1, [])
+    names = [o.name for o in session.get_outputs()]
+    app = FastAPI()
+
+    def run(body: bytes) -> bytes:
+        with np.load(io.BytesIO(body)) as data:
+            inputs = {name: data[name] for name in data.files}
+        buffer = io.BytesIO()
+        np.savez(buffer, **dict(zip(names, session.run(None, inputs), strict=True)))
+        return buffer.getvalue()
+
+    @app.get("/health")
+    def health() -> dict[str, bool]:
+        return {"ok": True}
+
+    @app.post("/infer")
+    async def infer(request: Request) -> Response:
+        return Response(await run_in_threadpool(run, await request.body()), media_type="application/octet-stream")
+
+    return app
+
+
+if __name__ == "__main__":
+    uvicorn.run(create_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
