@@ -55,15 +55,20 @@ class RepeatedPoint:
         return statistics.median(b.throughput for b in self.baseline)
 
     def flags(self, max_spread: float) -> list[str]:
+        """A served / in-process point's flags: a measurement fault (above FAULT_RATIO), then `unstable`."""
         found = []
         if self.ratio > FAULT_RATIO:
             found.append(
                 f"measurement fault: served faster than in-process on the same cores ({self.ratio:.2f} > "
                 f"{FAULT_RATIO}); likely cause: {FAULT_CAUSES}"
             )
+        return found + self.unstable(max_spread)
+
+    def unstable(self, max_spread: float) -> list[str]:
+        """The `unstable` flag when the pair ratios spread wider than `max_spread`, else nothing."""
         if self.spread > max_spread:
-            found.append(f"unstable: the ratios spread {self.spread:.0%} (> {max_spread:.0%})")
-        return found
+            return [f"unstable: the ratios spread {self.spread:.0%} (> {max_spread:.0%})"]
+        return []
 
     def describe(self) -> str:
         ratios = self.ratios

@@ -29,7 +29,7 @@ class CurlAnswer:
     image: str
     output: str
     expected: str  # the digit's true label
-    label: str | None  # the label the server ranked first, None when it answered an error
+    label: str  # the label the server ranked first
     answer: str  # the server's answer as curl printed it
 
     @property

@@ -47,8 +47,7 @@ def check_summary(summary: dict, workdir: Path, samples: int) -> None:
     assert verdicts["triton:digits_pipeline", (1, samples)]  # every sample through the served pipeline
     assert {"triton:digits_onnx", "triton:digits_onnx_fp16"} <= {c for c, _ in verdicts}
     pipeline = parse_config((workdir / "model_repo" / "digits_pipeline" / "config.pbtxt").read_text())
-    if samples > pipeline.max_batch_size:
-        assert summary["parity"][-1]["batch_sizes"] == [1, samples]  # sent as several requests, judged as one set
+    assert samples > pipeline.max_batch_size  # so the pipeline got several requests, judged as one set
 
 
 @pytest.fixture(scope="module")

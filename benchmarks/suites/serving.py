@@ -77,15 +77,23 @@ def _model_rows(
                 ws.log(f"serving: in-process baseline vs a standalone program, {key} batch {batch}")
                 alone = functools.partial(standalone_throughput, path, inputs, plan.point_window_s)
                 check = interleaved(baseline, alone, plan.repetitions)
-                row = _row(f"{key} onnx b{batch} c1 in-process baseline", check, plan, STANDALONE_RATIO)
-                row.flags = [f for f in row.flags if f.startswith("unstable")]
+                flags = check.unstable(plan.max_spread)
                 if abs(check.ratio - 1) > BASELINE_TOLERANCE:
-                    row.flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
-                rows.append(row)
+                    flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
+                case = f"{key} onnx b{batch} c1 in-process baseline"
+                rows.append(_row(case, check, plan, STANDALONE_RATIO, flags=flags))
     return rows
 
 
-def _row(case: str, point: RepeatedPoint, plan: Plan, ratio_of: str = "served / in-process throughput") -> Row:
+def _row(
+    case: str,
+    point: RepeatedPoint,
+    plan: Plan,
+    ratio_of: str = "served / in-process throughput",
+    *,
+    flags: list[str] | None = None,
+) -> Row:
+    """A row of a served / in-process point (`flags`: its own, for rows that compare something else)."""
     notes = f"{point.describe()}; {latency_notes(point.median_served)}"
     if plan.quick:
         notes += "; --quick: indicative"
@@ -99,7 +107,7 @@ def _row(case: str, point: RepeatedPoint, plan: Plan, ratio_of: str = "served / 
         "inf/s",
         notes,
         point.to_dict(),
-        point.flags(plan.max_spread),
+        point.flags(plan.max_spread) if flags is None else flags,
     )
 
 
