@@ -9,7 +9,7 @@ instance, one inter-op thread, the disabled optimizers the published config name
 One JSON request per line in, one JSON answer per line out:
     {"op": "open", "path": ..., "threads": N, "disabled_optimizers": [...]}  -> {"ok": true, "torch": false}
     {"op": "outputs", "inputs": IN.npz, "out": OUT.npz}                      -> {"ok": true}
-    {"op": "measure", "inputs": IN.npz, "concurrency": C, "window_s": W, "max_requests": R}
+    {"op": "measure", "inputs": IN.npz, "concurrency": C, "window_s": W, "warmup_s": S, "max_requests": R}
                                                                               -> {"ok": true, "stats": {...}}
 Errors answer {"ok": false, "error": ...}; end of input ends the process.
 """
@@ -61,6 +61,7 @@ def handle(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
             batch=len(next(iter(inputs.values()))),
             duration_s=request["window_s"],
             max_requests=request["max_requests"],
+            warmup_s=request["warmup_s"],
             source="onnxruntime",
         )
         return {"ok": True, "stats": stats.to_dict()}

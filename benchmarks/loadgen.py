@@ -1,7 +1,7 @@
 """The project's own load generator: N threads send requests back to back, bounded by count and by time.
 
 Each thread builds its own request function (its own client: tritonclient's HTTP client is not thread-safe), sends
-`warmup` untimed requests, then waits at a barrier so that every thread starts the timed window together.
+its untimed warmup requests, then waits at a barrier so that every thread starts the timed window together.
 The window ends at `duration_s` or after `max_requests` requests, whichever comes first; requests in flight at the
 deadline complete and count. Threads suffice: clients and ONNX Runtime release the GIL while they wait or compute.
 """
@@ -26,11 +26,14 @@ def run_load(
     duration_s: float = 5.0,
     max_requests: int | None = None,
     warmup: int = 1,
+    warmup_s: float = 0.0,
     source: str = "loadgen",
 ) -> LoadStats:
     """Drive `concurrency` threads, each calling its own `make_request()` result in a loop; summarise latencies.
 
-    `batch` is the number of samples one request carries (throughput is reported in samples per second).
+    `batch` is the number of samples one request carries (throughput is reported in samples per second). Each
+    thread's untimed warmup is `warmup` requests, and more until `warmup_s` seconds have passed (so that the window
+    starts on a steady machine: the first fraction of a second after a pause runs faster or slower than the rest).
     The first exception raised by any request stops every thread and is re-raised here.
     """
     if concurrency < 1:
@@ -49,7 +52,10 @@ def run_load(
         send = None
         try:
             send = make_request()
+            warm_until = time.perf_counter() + warmup_s
             for _ in range(warmup):
+                send()
+            while time.perf_counter() < warm_until:
                 send()
             barrier.wait()
             deadline = window["start"] + duration_s

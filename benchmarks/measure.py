@@ -32,9 +32,10 @@ def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np
 class InProcess:
     """In-process ONNX Runtime throughput, measured in a process of its own (`inprocess_worker`: onnxruntime and
     numpy only, never torch) with the session settings of the server's onnxruntime backend for one instance, so the
-    baseline is what a standalone program gets. A context manager; the worker also ends when this process does."""
+    baseline is what a standalone program gets (`threads`: intra-op threads, default the cores, as the backend's
+    default for one instance). A context manager; the worker also ends when this process does."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, threads: int | None = None) -> None:
         from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
         from modelship.export.parity.runners import is_fp16_model
 
@@ -47,7 +48,7 @@ class InProcess:
         )
         disabled = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
         answer = self._ask(
-            {"op": "open", "path": str(path), "threads": os.cpu_count() or 1, "disabled_optimizers": disabled}
+            {"op": "open", "path": str(path), "threads": threads or cpu_threads(), "disabled_optimizers": disabled}
         )
         if answer["torch"]:
             raise RuntimeError("the in-process baseline's worker imported torch")
@@ -77,7 +78,8 @@ class InProcess:
 
     def measure(self, inputs: dict[str, np.ndarray], plan: Plan, *, concurrency: int = 1) -> LoadStats:
         request = {"op": "measure", "inputs": self._write(inputs), "concurrency": concurrency}
-        answer = self._ask({**request, "window_s": plan.window_s, "max_requests": plan.max_requests})
+        window = {"window_s": plan.window_s, "warmup_s": plan.warmup_s, "max_requests": plan.max_requests}
+        answer = self._ask({**request, **window})
         return LoadStats(**answer["stats"])
 
     def close(self) -> None:
@@ -97,13 +99,17 @@ STANDALONE = """
 import sys, time
 import numpy as np
 import onnxruntime as ort
-model, inputs, threads, window = sys.argv[1], dict(np.load(sys.argv[2])), int(sys.argv[3]), float(sys.argv[4])
+model, inputs, threads = sys.argv[1], dict(np.load(sys.argv[2])), int(sys.argv[3])
+window, warmup = float(sys.argv[4]), float(sys.argv[5])
 options = ort.SessionOptions()
 options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 options.intra_op_num_threads = threads
 options.inter_op_num_threads = 1
 session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 session.run(None, inputs)
+began = time.perf_counter()
+while time.perf_counter() - began < warmup:
+    session.run(None, inputs)
 count, began = 0, time.perf_counter()
 while time.perf_counter() - began < window:
     session.run(None, inputs)
@@ -112,14 +118,30 @@ print(count * len(next(iter(inputs.values()))) / (time.perf_counter() - began))
 """
 
 
-def standalone_throughput(path: Path, inputs: dict[str, np.ndarray], window_s: float) -> LoadStats:
+def cpu_threads() -> int:
+    """The backend's default intra-op threads for one instance: the cores."""
+    return os.cpu_count() or 1
+
+
+# A fresh process runs slower for about its first second (page faults, allocator growth): the small model read 5%
+# below the long-lived worker after a 0.25 s warmup, within 2% of it after 1 s (measured 2026-12-01, 8 pairs each).
+STANDALONE_WARMUP_S = 1.0
+
+
+def standalone_throughput(
+    path: Path, inputs: dict[str, np.ndarray], plan: Plan, threads: int | None = None
+) -> LoadStats:
     """What a standalone program gets from the same file with the same settings: a fresh interpreter running only
-    the few lines a user would write (onnxruntime, numpy, a timed loop). The check on the InProcess baseline."""
+    the few lines a user would write (onnxruntime, numpy, a warmup of STANDALONE_WARMUP_S, a timed loop of
+    `plan.window_s`). The check on the InProcess baseline."""
     with tempfile.TemporaryDirectory(prefix="modelship-standalone-") as folder:
         np.savez(Path(folder) / "inputs.npz", **inputs)
         command = [sys.executable, "-c", STANDALONE, str(path), str(Path(folder) / "inputs.npz")]
         done = subprocess.run(
-            [*command, str(os.cpu_count() or 1), str(window_s)], capture_output=True, text=True, check=True
+            [*command, str(threads or cpu_threads()), str(plan.window_s), str(max(plan.warmup_s, STANDALONE_WARMUP_S))],
+            capture_output=True,
+            text=True,
+            check=True,
         )
     throughput = float(done.stdout.strip().splitlines()[-1])
     batch = len(next(iter(inputs.values())))
@@ -147,6 +169,7 @@ def served(
         duration_s=plan.window_s,
         max_requests=plan.max_requests,
         warmup=2,
+        warmup_s=plan.warmup_s,
     )
 
 

@@ -1,26 +1,31 @@
-"""Start and stop the FastAPI peer (`peer_server`) on loopback, and send it requests from the load generator."""
+"""Start and stop the peers on loopback (the FastAPI `peer_server`, the PyTriton `pytriton_peer`), and send the
+FastAPI peer requests from the load generator (PyTriton speaks Triton's protocols: `requests.sender`)."""
 
 from __future__ import annotations
 
 import http.client
 import io
+import os
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from modelship.serve.server import free_port
+from modelship.serve.server import free_port, free_ports
 
 Arrays = dict[str, np.ndarray]
+PYTRITON_MODEL = "peer"
 
 
 def peer_unavailable() -> str | None:
-    """Why the peer cannot run here (its packages missing), or None."""
+    """Why the FastAPI peer cannot run here (its packages missing), or None."""
     try:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
@@ -29,25 +34,39 @@ def peer_unavailable() -> str | None:
     return None
 
 
-class PeerServer:
-    """`peer_server` for `model` on a free loopback port: a context manager, ready when entered."""
+def pytriton_unavailable() -> str | None:
+    """Why the PyTriton peer cannot run here, or None."""
+    try:
+        import pytriton  # noqa: F401
+    except ImportError:
+        return "PyTriton not installed (nvidia-pytriton supports Linux with glibc 2.35+ and Python 3.8-3.12)"
+    return None
 
-    def __init__(self, model: Path, startup_timeout_s: float = 60.0) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [sys.executable, "-m", "modelship.bench.peer_server", str(model), str(self.port)]
+
+class PeerProcess:
+    """A peer server process on loopback, started by `command`, ready once `ready_url` answers 200; a context
+    manager, ready when entered. The process's output goes to a log (`last_error`); `env`: its environment."""
+
+    def __init__(
+        self,
+        command: list[str],
+        ready_url: str,
+        what: str,
+        env: dict[str, str] | None = None,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
         self.log = Path(tempfile.mkstemp(prefix="modelship-peer-", suffix=".log")[1])
         with open(self.log, "w") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + startup_timeout_s
         while True:
             try:
-                with urllib.request.urlopen(f"{self.url}/health", timeout=1):
+                with urllib.request.urlopen(ready_url, timeout=1):
                     break
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.close()
-                    raise RuntimeError("the FastAPI peer did not start") from None
+                    raise RuntimeError(f"the {what} did not start") from None
                 time.sleep(0.1)
 
     def last_error(self) -> str:
@@ -60,11 +79,48 @@ class PeerServer:
         self.process.wait(timeout=30)
         self.log.unlink(missing_ok=True)
 
-    def __enter__(self) -> PeerServer:
+    def __enter__(self) -> PeerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class PeerServer(PeerProcess):
+    """`peer_server` (FastAPI) for `model` on a free loopback port, its session with `threads` intra-op threads
+    (default the cores, as the in-process baseline)."""
+
+    def __init__(self, model: Path, threads: int | None = None) -> None:
+        from modelship.bench.measure import cpu_threads
+
+        self.port = free_port()
+        url = f"http://127.0.0.1:{self.port}"
+        command = [sys.executable, "-m", "modelship.bench.peer_server", str(model), str(self.port)]
+        super().__init__([*command, str(threads or cpu_threads())], f"{url}/health", "FastAPI peer")
+
+
+class PyTritonPeer(PeerProcess):
+    """`pytriton_peer` for `model` on free loopback ports (HTTP, gRPC, metrics), serving it as `PYTRITON_MODEL`
+    over tritonclient's protocols; `threads` as for PeerServer. PyTriton's Python stub links the system's
+    libpython3.X; LD_LIBRARY_PATH puts this interpreter's first (as `serve.server` does for its own stubs), else the
+    stub pairs another patch release's libpython with this one's standard library and PyTriton's proxy model fails
+    to load (`'_thread.RLock' object has no attribute '_recursion_count'`)."""
+
+    def __init__(self, model: Path, threads: int | None = None) -> None:
+        from modelship.bench.measure import cpu_threads
+
+        http, grpc, metrics = free_ports(count=3)
+        self.model = PYTRITON_MODEL
+        self.grpc_url = f"127.0.0.1:{grpc}"
+        script = [sys.executable, "-m", "modelship.bench.pytriton_peer", str(model), self.model]
+        command = [*script, str(http), str(grpc)]
+        ready = f"http://127.0.0.1:{http}/v2/models/{self.model}/ready"
+        libdir = sysconfig.get_config_var("LIBDIR") or ""
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": os.pathsep.join(filter(None, (libdir, os.environ.get("LD_LIBRARY_PATH")))),
+        }
+        super().__init__([*command, str(metrics), str(threads or cpu_threads())], ready, "PyTriton peer", env)
 
 
 def peer_sender(port: int, inputs: Arrays) -> Callable[[], Callable[[], bytes]]:
@@ -89,3 +145,34 @@ def peer_sender(port: int, inputs: Arrays) -> Callable[[], Callable[[], bytes]]:
         return send
 
     return make
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A server the bench compares modelship with, measured at the same points: its row label, the protocol it
+    speaks, why it cannot run here (None if it can), how to start it for a model (`threads` as the baseline's) and
+    the load generator's request factory for one input set."""
+
+    label: str
+    protocol: str
+    unavailable: Callable[[], str | None]
+    start: Callable[[Path, int | None], PeerProcess]
+    requests: Callable[[PeerProcess, Arrays, Arrays], Callable[[], Callable[[], object]]]
+
+
+def _fastapi_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Callable[[], Callable[[], bytes]]:
+    assert isinstance(peer, PeerServer)
+    return peer_sender(peer.port, inputs)
+
+
+def _pytriton_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Callable[[], Callable[[], object]]:
+    from modelship.bench.requests import sender
+
+    assert isinstance(peer, PyTritonPeer)
+    return sender(peer.grpc_url, "grpc", peer.model, inputs, outputs)
+
+
+PEERS = (
+    Peer("fastapi peer", "http", peer_unavailable, PeerServer, _fastapi_requests),
+    Peer("pytriton peer", "grpc", pytriton_unavailable, PyTritonPeer, _pytriton_requests),
+)

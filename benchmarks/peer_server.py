@@ -1,6 +1,6 @@
 """The do-it-yourself peer: what a user writes instead of Triton, FastAPI + uvicorn around an ONNX Runtime session.
 
-`python -m modelship.bench.peer_server MODEL.onnx PORT` serves POST /infer (an .npz of the inputs in, an .npz of
+`python -m modelship.bench.peer_server MODEL.onnx PORT THREADS` serves POST /infer (an .npz of the inputs in, an .npz of
 the outputs out) and GET /health on 127.0.0.1, one uvicorn worker, the session made as the in-process baseline's
 (`inprocess_worker.make_session`), inference in FastAPI's thread pool so concurrent requests overlap. A bench-only
 extra (`pip install modelship[bench]`); started and stopped by the bench (`peer.PeerServer`).
@@ -9,7 +9,6 @@ extra (`pip install modelship[bench]`); started and stopped by the bench (`peer.
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 import numpy as np
@@ -20,8 +19,8 @@ from starlette.concurrency import run_in_threadpool
 from modelship.bench.inprocess_worker import make_session
 
 
-def create_app(model: str) -> FastAPI:
-    session = make_session(model, os.cpu_count() or 1, [])
+def create_app(model: str, threads: int) -> FastAPI:
+    session = make_session(model, threads, [])
     names = [o.name for o in session.get_outputs()]
     app = FastAPI()
 
@@ -44,4 +43,4 @@ def create_app(model: str) -> FastAPI:
 
 
 if __name__ == "__main__":
-    uvicorn.run(create_app(sys.argv[1]), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+    uvicorn.run(create_app(sys.argv[1], int(sys.argv[3])), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")

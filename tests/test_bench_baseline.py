@@ -1,18 +1,20 @@
 """The serving bench's method: interleaved repeated pairs judged by their median, faults and unstable points
 flagged; the in-process baseline in a worker process that never imports torch and agrees with a standalone
-program; the FastAPI peer answering what ONNX Runtime answers."""
+program; the FastAPI and PyTriton peers answering what ONNX Runtime answers."""
 
 from __future__ import annotations
 
 import io
+import subprocess
 
 import numpy as np
 import pytest
 import torch
 
 from modelship.bench.measure import InProcess, standalone_throughput
-from modelship.bench.peer import PeerServer, peer_sender
-from modelship.bench.repeated import FAULT_RATIO, interleaved
+from modelship.bench.peer import PEERS, PeerServer, PyTritonPeer, peer_sender
+from modelship.bench.repeated import FAULT_RATIO, Repetition, interleaved, relative_error
+from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import Plan
 
@@ -28,20 +30,35 @@ def test_pairs_alternate_and_the_median_ratio_is_reported() -> None:
     point = interleaved(
         lambda: order.append("served") or stats(next(served)),
         lambda: order.append("in-process") or stats(next(baseline)),
-        3,
+        Repetition(min_pairs=3, max_pairs=3),
     )
     assert order == ["served", "in-process"] * 3
     assert point.ratios == [0.5, 0.9, 0.6] and point.ratio == 0.6
-    assert point.describe() == "median of 3 interleaved pairs (0.50-0.90)"
-    assert point.flags(max_spread=0.10) == ["unstable: the ratios spread 67% (> 10%)"]
+    assert point.describe() == f"median of 3 interleaved pairs (0.50-0.90, ±{point.error:.1%})"
+    assert point.flags() == [f"unstable: after 3 pairs the median is known to ±{point.error:.2%} (target ±2.5%)"]
     assert point.median_served.throughput == 60.0
 
 
+def test_a_steady_point_stops_at_the_minimum_and_a_noisy_one_takes_more_pairs() -> None:
+    steady = interleaved(lambda: stats(80.0), lambda: stats(100.0), Repetition(min_pairs=4, max_pairs=16))
+    assert len(steady.ratios) == 4 and steady.error == 0 and steady.flags() == []
+    noise = iter(80.0 * (1 + 0.15 * np.random.default_rng(5).standard_normal(16)))
+    noisy = interleaved(lambda: stats(next(noise)), lambda: stats(100.0), Repetition(4, 16, target=0.06))
+    assert 4 < len(noisy.ratios) < 16 and noisy.error <= 0.06 and noisy.flags() == []
+    assert relative_error(noisy.ratios[:4]) > 0.06  # what made it go on
+
+
 def test_served_faster_than_in_process_is_a_measurement_fault() -> None:
-    point = interleaved(lambda: stats(130.0), lambda: stats(100.0), 2)
-    (flag,) = point.flags(max_spread=0.10)
+    point = interleaved(lambda: stats(130.0), lambda: stats(100.0), Repetition(min_pairs=2))
+    (flag,) = point.flags()
     assert flag.startswith(f"measurement fault: served faster than in-process on the same cores (1.30 > {FAULT_RATIO})")
     assert "handicapped" in flag
+
+
+@pytest.mark.parametrize("bad", [{"min_pairs": 0}, {"min_pairs": 5, "max_pairs": 4}, {"target": 0}, {"target": 1}])
+def test_a_repetition_rule_that_cannot_work_is_refused(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        Repetition(**bad)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +83,7 @@ def test_the_worker_never_imports_torch_and_agrees_with_a_standalone_program(mod
         np.testing.assert_allclose(worker.outputs(inputs)["y"], expected, atol=1e-5)
         measured = worker.measure(inputs, plan)
     assert measured.source == "onnxruntime" and measured.batch == 2 and measured.throughput > 0
-    assert standalone_throughput(path, inputs, 0.3).throughput > 0
+    assert standalone_throughput(path, inputs, plan).throughput > 0
 
 
 def test_the_peer_answers_what_onnx_runtime_answers(model) -> None:
@@ -77,3 +94,18 @@ def test_the_peer_answers_what_onnx_runtime_answers(model) -> None:
             np.testing.assert_allclose(answer["y"], expected, atol=1e-5)
         send.close()
     assert peer.process.poll() is not None  # stopped
+
+
+def test_the_pytriton_peer_answers_what_onnx_runtime_answers_and_leaves_no_server(model) -> None:
+    path, inputs, expected = model
+    with PyTritonPeer(path, threads=1) as peer:
+        send = sender(peer.grpc_url, "grpc", peer.model, inputs, {"y": expected})()
+        np.testing.assert_allclose(send()["y"], expected, atol=1e-5)
+        send.close()
+    assert peer.process.poll() is not None
+    children = subprocess.run(["pgrep", "-f", f"grpc-port={peer.grpc_url.rsplit(':', 1)[1]}"], capture_output=True)
+    assert children.stdout == b""  # PyTriton's tritonserver stopped with it
+
+
+def test_every_registered_peer_runs_here() -> None:
+    assert [(peer.label, peer.unavailable()) for peer in PEERS] == [("fastapi peer", None), ("pytriton peer", None)]
