@@ -121,7 +121,9 @@ def serve_command(
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+        # not stop.set() here: the handler runs in the main thread, which may be inside stop.wait() holding the
+        # event's lock, and set() would wait for that lock forever (serve then ignored the signal, seen in CI once)
+        threading.Thread(target=stop.set, name="modelship-stop", daemon=True).start()
 
     previous = signal.signal(signal.SIGTERM, request_stop)
     previous_int = signal.getsignal(signal.SIGINT)
