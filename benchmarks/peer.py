@@ -8,7 +8,6 @@ import io
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import urllib.request
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from modelship.serve.server import free_port, free_ports
+from modelship.serve.server import free_port, free_ports, interpreter_library_path
 
 Arrays = dict[str, np.ndarray]
 PYTRITON_MODEL = "peer"
@@ -102,9 +101,9 @@ class PeerServer(PeerProcess):
 class PyTritonPeer(PeerProcess):
     """`pytriton_peer` for `model` on free loopback ports (HTTP, gRPC, metrics), serving it as `PYTRITON_MODEL`
     over tritonclient's protocols; `threads` as for PeerServer. PyTriton's Python stub links the system's
-    libpython3.X; LD_LIBRARY_PATH puts this interpreter's first (as `serve.server` does for its own stubs), else the
-    stub pairs another patch release's libpython with this one's standard library and PyTriton's proxy model fails
-    to load (`'_thread.RLock' object has no attribute '_recursion_count'`)."""
+    libpython3.X; `interpreter_library_path` puts this interpreter's first (as for modelship's own stubs), else
+    the stub pairs another patch release's libpython with this one's standard library and PyTriton's proxy model
+    fails to load (`'_thread.RLock' object has no attribute '_recursion_count'`)."""
 
     def __init__(self, model: Path, threads: int | None = None) -> None:
         from modelship.bench.measure import cpu_threads
@@ -115,11 +114,7 @@ class PyTritonPeer(PeerProcess):
         script = [sys.executable, "-m", "modelship.bench.pytriton_peer", str(model), self.model]
         command = [*script, str(http), str(grpc)]
         ready = f"http://127.0.0.1:{http}/v2/models/{self.model}/ready"
-        libdir = sysconfig.get_config_var("LIBDIR") or ""
-        env = {
-            **os.environ,
-            "LD_LIBRARY_PATH": os.pathsep.join(filter(None, (libdir, os.environ.get("LD_LIBRARY_PATH")))),
-        }
+        env = {**os.environ, "LD_LIBRARY_PATH": interpreter_library_path()}
         super().__init__([*command, str(metrics), str(threads or cpu_threads())], ready, "PyTriton peer", env)
 
 

@@ -148,13 +148,20 @@ def _stub_interpreter(folder: Path) -> None:
     (site_dir / "modelship_stub.pth").write_text(STUB_SITE.format(site_packages=sysconfig.get_paths()["purelib"]))
 
 
+def interpreter_library_path(*extra: str) -> str:
+    """LD_LIBRARY_PATH with this interpreter's libpython folder first, then `extra` and the inherited value: a
+    Python-backend stub links libpython3.X and must load this interpreter's, not the system's (another patch
+    release under this interpreter's standard library)."""
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    return os.pathsep.join(p for p in (libdir, *extra, os.environ.get("LD_LIBRARY_PATH")) if p)
+
+
 def server_environment(install: TritonInstall, backends: Path) -> dict[str, str]:
     """PATH and LD_LIBRARY_PATH so the Python stub runs this interpreter and its packages, through the backend
     directory's stub environment (see the module doc)."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(backends / STUB_ENV / "bin"), env.get("PATH", "")])
-    libdir = sysconfig.get_config_var("LIBDIR") or ""
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (libdir, str(install.libs), env.get("LD_LIBRARY_PATH")) if p)
+    env["LD_LIBRARY_PATH"] = interpreter_library_path(str(install.libs))
     return env
 
 
