@@ -34,7 +34,7 @@ class Repetition:
     """How many interleaved pairs a point takes: `min_pairs`, then more until the median's relative standard error
     is at most `target`, never more than `max_pairs`."""
 
-    min_pairs: int = 4
+    min_pairs: int = 6
     max_pairs: int = 16
     target: float = 0.025
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import itertools
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from modelship.bench.loadgen import run_load
 from modelship.bench.measure import InProcess, latency_notes, served, standalone_throughput
@@ -81,16 +81,16 @@ def _model_rows(
             inputs = sample_inputs(ws.export(key), batch)
             outputs = inprocess.outputs(inputs)
             baseline = functools.partial(inprocess.measure, inputs, point_plan)
-            points: dict[tuple[str, int], RepeatedPoint] = {}
             for protocol, concurrency in itertools.product(plan.protocols, plan.concurrencies[key]):
                 ws.log(f"serving: {key} batch {batch} concurrency {concurrency} {protocol}")
                 send = loads[key, batch, concurrency, protocol] = functools.partial(
                     served, server, protocol, model, inputs, outputs, point_plan, concurrency=concurrency
                 )
-                point = points[protocol, concurrency] = interleaved(send, baseline, plan.repetition)
+                point = interleaved(send, baseline, plan.repetition)
                 rows.append(_row(f"{key} onnx b{batch} c{concurrency} {protocol}", point, plan, threads=threads))
+            at = BatchPoint(key, batch, inputs, outputs, baseline)
             for peer, process in started:
-                rows += _peer_rows(ws, peer, process, key, batch, inputs, outputs, baseline, points)
+                rows += _peer_rows(ws, peer, process, at, loads)
             if batch == plan.batches[0]:
                 ws.log(f"serving: in-process baseline vs a standalone program, {key} batch {batch}")
                 alone = functools.partial(standalone_throughput, path, inputs, point_plan, threads)
@@ -137,56 +137,53 @@ def _no_peer_row(key: str, peer: Peer, why: str) -> Row:
     return Row(SUITE, f"{key} onnx {peer.label}", None, "modelship / peer", None, None, "", why)
 
 
+@dataclass(frozen=True)
+class BatchPoint:
+    """One model at one batch size: its inputs, the in-process outputs they must give, and the in-process side."""
+
+    key: str
+    batch: int
+    inputs: dict
+    outputs: dict
+    baseline: Callable[[], LoadStats]
+
+
 def _peer_rows(
-    ws: Workspace,
-    peer: Peer,
-    process: PeerProcess,
-    key: str,
-    batch: int,
-    inputs: dict,
-    outputs: dict,
-    baseline: Callable[[], LoadStats],
-    points: dict[tuple[str, int], RepeatedPoint],
+    ws: Workspace, peer: Peer, process: PeerProcess, at: BatchPoint, loads: dict[tuple, Callable[[], LoadStats]]
 ) -> list[Row]:
-    """A peer at the same concurrencies: its served / in-process, and modelship gRPC / peer (each relative to
-    the in-process figures measured beside it)."""
+    """A peer at the same concurrencies: its served / in-process, then modelship gRPC / peer measured in direct
+    interleaved pairs (modelship, peer, modelship, ...), not as a quotient of two medians, which carries both
+    points' noise."""
     plan = ws.plan
+    threads = MODELS[at.key].serving_threads
     rows = []
-    for concurrency in [c for c in plan.concurrencies[key] if c in PEER_CONCURRENCIES]:
-        ws.log(f"serving: {peer.label} {key} batch {batch} concurrency {concurrency}")
+    for concurrency in [c for c in plan.concurrencies[at.key] if c in PEER_CONCURRENCIES]:
+        ws.log(f"serving: {peer.label} {at.key} batch {at.batch} concurrency {concurrency}")
         load = functools.partial(
             run_load,
-            peer.requests(process, inputs, outputs),
+            peer.requests(process, at.inputs, at.outputs),
             concurrency=concurrency,
-            batch=batch,
+            batch=at.batch,
             duration_s=plan.point_window_s,
             max_requests=plan.max_requests,
             warmup=2,
             warmup_s=plan.warmup_s,
             source=peer.label,
         )
-        case = f"{key} onnx b{batch} c{concurrency} {peer.label} ({peer.protocol})"
+        case = f"{at.key} onnx b{at.batch} c{concurrency}"
+        label = f"{case} {peer.label} ({peer.protocol})"
+        ours = loads.get((at.key, at.batch, concurrency, "grpc"))
         try:
-            point = interleaved(load, baseline, plan.repetition)
+            point = interleaved(load, at.baseline, plan.repetition)
+            rows.append(_row(label, point, plan, threads=threads))
+            if ours is not None:
+                ws.log(f"serving: modelship gRPC vs {peer.label} {at.key} batch {at.batch} concurrency {concurrency}")
+                direct = interleaved(ours, load, plan.repetition)
+                ratio_of = "modelship gRPC / peer throughput (direct pairs)"
+                rows.append(_row(f"{case} grpc vs {peer.label}", direct, plan, ratio_of, flags=direct.unstable()))
         except (RuntimeError, OSError) as exc:  # the peer failed: its row says why, the suite goes on
-            rows.append(Row(SUITE, case, None, "served / in-process throughput", None, None, "inf/s",
-                            f"the peer failed: {exc}; its log: {process.last_error()}"))  # fmt: skip
-            continue
-        rows.append(_row(case, point, plan, threads=MODELS[key].serving_threads))
-        ours = points.get(("grpc", concurrency))
-        if ours is not None:
-            rows.append(
-                Row(
-                    SUITE,
-                    f"{key} onnx b{batch} c{concurrency} grpc vs {peer.label}",
-                    ours.ratio / point.ratio,
-                    "modelship / peer (each served / in-process)",
-                    ours.ratio,
-                    point.ratio,
-                    "ratio",
-                    f"modelship {ours.describe()}; peer {point.describe()}",
-                )
-            )
+            why = f"the peer failed: {exc}; its log: {process.last_error()}"
+            rows.append(Row(SUITE, label, None, "served / in-process throughput", None, None, "inf/s", why))
     return rows
 
 
