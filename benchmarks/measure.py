@@ -22,7 +22,7 @@ from modelship.bench.workspace import Plan
 def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The ONNX file's outputs for `inputs`, computed here (what a request's outputs look like: names, dtypes,
     shapes). Not a measurement: throughput is measured by InProcess."""
-    from modelship.export.parity import make_session
+    from modelship.parity import make_session
 
     session = make_session(path)
     names = [o.name for o in session.get_outputs()]
@@ -37,7 +37,7 @@ class InProcess:
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
         from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
-        from modelship.export.parity.runners import is_fp16_model
+        from modelship.parity.runners import is_fp16_model
 
         self._folder = Path(tempfile.mkdtemp(prefix="modelship-inprocess-"))
         self._worker = subprocess.Popen(

@@ -152,7 +152,7 @@ class Workspace:
         """A realistic random-weight checkpoint (state dict) of `key`; the architecture is passed when loading."""
         import torch
 
-        from modelship.export.checkpoint.arch import build_model
+        from modelship.checkpoint.arch import build_model
         from modelship.testing.realistic import make_realistic
 
         model = MODELS[key]
@@ -171,9 +171,10 @@ class Workspace:
         cached = self._exports.get(key)
         if cached is not None and (not fp16 or key in self._fp16):
             return cached
+        from modelship.checkpoint import LoadOptions, load_model
         from modelship.contract.manifest import Source
-        from modelship.export.checkpoint import LoadOptions, load_model
-        from modelship.export.pipeline import ExportSpec, run_export
+        from modelship.export.run import run_export
+        from modelship.export.spec import ExportSpec
 
         model = MODELS[key]
         checkpoint = self.checkpoint(key)
@@ -232,6 +233,6 @@ class Workspace:
 
 def sample_inputs(export: Export, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded float32 inputs for `export` at `batch` (the same arrays go to the server and to in-process ORT)."""
-    from modelship.export.parity import random_inputs
+    from modelship.parity import random_inputs
 
     return random_inputs(export.manifest.io, {"batch": batch}, seed)

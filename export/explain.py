@@ -1,4 +1,4 @@
-"""`explain_artifact`: localise why one exported artifact fails parity (export/parity/localize.py), for
+"""`explain_artifact`: localise why one exported artifact fails parity (parity/localize.py), for
 export-model's failure message and `modelship parity --explain`."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ import numpy as np
 import onnx
 from torch import nn
 
+from modelship.contract.artifact_details import OnnxDetails
 from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact
 from modelship.export.fp16 import FP16_ATTEMPTS
-from modelship.export.parity.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
-from modelship.export.parity.localize import Explanation, localize_onnx, localize_torchscript
 from modelship.export.torchscript import load_torchscript
+from modelship.parity.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
+from modelship.parity.localize import Explanation, localize_onnx, localize_torchscript
 
 
 def explain_artifact(
@@ -28,8 +29,9 @@ def explain_artifact(
         proto = onnx.load(str(folder / (EXPORT_FILES["onnx"] if precision == "fp16" else artifact.file)))
         if precision == "fp16":
             name_nodes(proto)
-            kept = [k["node"] for k in artifact.details.get("kept_fp32_nodes", [])]
-            kept += nodes_of(proto, artifact.details.get("fp16_keep", []))
+            details = artifact.details
+            kept = [k.node for k in details.kept_fp32_nodes] if isinstance(details, OnnxDetails) else []
+            kept += nodes_of(proto, details.fp16_keep if details is not None else [])
             ops = dict(FP16_ATTEMPTS).get(_last_attempt(artifact), ())
             proto = emulate_fp16(proto, kept, ops)
         explanation = localize_onnx(proto, model, io, inputs, precision, artifact.name)
@@ -42,8 +44,9 @@ def explain_artifact(
 
 
 def _last_attempt(artifact: Artifact) -> str:
-    attempts = artifact.details.get("fp16_attempts") or [{}]
-    return attempts[-1].get("reason", "")
+    details = artifact.details
+    attempts = details.fp16_attempts if isinstance(details, OnnxDetails) else []
+    return attempts[-1].reason if attempts else ""
 
 
 def _underflow_notes(model: nn.Module, io: IOSpec, inputs: dict[str, np.ndarray]) -> list[str]:

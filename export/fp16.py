@@ -19,9 +19,10 @@ import onnx
 import torch
 from torch import nn
 
+from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
-from modelship.export.parity.fp16_ranges import tensor_types, unsupported_ops
+from modelship.parity.fp16_ranges import tensor_types, unsupported_ops
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
 _NORMALISATION = ("LayerNormalization", "Softmax", "ReduceMean", "GroupNormalization", "InstanceNormalization")
@@ -132,31 +133,33 @@ def half_module(model: nn.Module, keep: Sequence[str] = ()) -> nn.Module:
     return half
 
 
-def fp16_keep_modules(model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]], rounds: int = 8) -> list[dict]:
+def fp16_keep_modules(
+    model: nn.Module, batches: Sequence[tuple[torch.Tensor, ...]], rounds: int = 8
+) -> list[KeptModule]:
     """The submodules to keep in fp32 so the model computes right in real float16 arithmetic (torch computes half
     on the CPU for real): while the half model's outputs are not finite or differ from fp32, replay each module in
     half on the inputs the fp32 model gave it and keep the first whose own computation diverges (overflow,
-    underflow, lost precision). [{"module", "reason"}]."""
-    from modelship.export.parity.localize import replay
+    underflow, lost precision)."""
+    from modelship.parity.localize import replay
 
-    kept: list[dict] = []
+    kept: list[KeptModule] = []
     for _ in range(rounds):
-        half = half_module(model, [k["module"] for k in kept])
+        half = half_module(model, [k.module for k in kept])
         bad = next((b for b in batches if _diverges(model, half, b)), None)
         if bad is None:
             break
         found = replay(half, model, bad, "fp16", "fp16").first
-        if found is None or found.module in {k["module"] for k in kept}:
+        if found is None or found.module in {k.module for k in kept}:
             break
         why = (
             found.note or f"its float16 output differs by {found.relative:.3g} of its range (cosine {found.cosine:.4f})"
         )
-        kept.append({"module": found.module, "reason": why})
+        kept.append(KeptModule(found.module, why))
     return kept
 
 
 def _diverges(model: nn.Module, half: nn.Module, batch: tuple[torch.Tensor, ...]) -> bool:
-    from modelship.export.parity.localize import divergence, first_tensor
+    from modelship.parity.localize import divergence, first_tensor
 
     with torch.inference_mode():
         reference = first_tensor(model(*batch))

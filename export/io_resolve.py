@@ -24,7 +24,7 @@ from modelship.contract.errors import ExportError, UsageError
 from modelship.contract.iospec import BATCH, DTYPES, IOSpec, TensorSpec
 from modelship.contract.outputs import flatten_outputs
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.export.parity.inputs import DEFAULT_DIM_SIZE, random_inputs
+from modelship.parity.inputs import DEFAULT_DIM_SIZE, random_inputs
 
 DEFAULT_IMAGE_SIZE = 224
 IMAGE_AXES = ("channels", "height", "width")

@@ -23,6 +23,7 @@ import torch
 from google.protobuf.message import EncodeError
 from torch import nn
 
+from modelship.contract.artifact_details import OnnxDetails
 from modelship.contract.errors import ExportError, UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import sha256_file
@@ -85,7 +86,7 @@ def export_onnx(
     versions = cap_versions(proto, target)
     set_metadata(proto, metadata or {})
     written = write_model(proto, path, external=external)
-    details = {"exporter": exporter, **versions, "nodes": len(proto.graph.node), "external_data": external}
+    details = OnnxDetails(exporter=exporter, **versions, nodes=len(proto.graph.node), external_data=external)
     return Exported(proto, written, details)
 
 
@@ -96,7 +97,7 @@ class Exported:
 
     proto: onnx.ModelProto
     sha256: str
-    details: dict[str, Any]
+    details: OnnxDetails
 
 
 def _run_exporter(

@@ -84,7 +84,7 @@ def test_wrong_preprocessing_spec(name: str, edit: dict, resnet18: Path, photos:
 
 def _export_fixed_batch(folder: Path, path: Path) -> None:
     """model.onnx as an exporter without dynamic axes writes it: batch fixed to 1."""
-    from modelship.export.checkpoint import LoadOptions, load_model
+    from modelship.checkpoint import LoadOptions, load_model
 
     manifest = json.loads((folder / "manifest.json").read_text())
     model = load_model(LoadOptions(checkpoint=Path(manifest["source"]["checkpoint"]), arch="resnet18")).model

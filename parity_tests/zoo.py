@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from modelship.export.checkpoint import sidecar_path, write_sidecar
+from modelship.checkpoint import sidecar_path, write_sidecar
 from modelship.preprocess import PreprocessSpec
 from modelship.testing.checkpoints import prefixed, save_form
 from modelship.testing.realistic import make_realistic
@@ -195,7 +195,7 @@ def export_args(entry: ZooEntry, checkpoint: Path, out: Path) -> list[str]:
 
 def _example(entry: ZooEntry, model: torch.nn.Module, photos: list[Path]) -> Any:
     if entry.images:
-        from modelship.export.parity.pipelines import training_transform
+        from modelship.parity.image_inputs import training_transform
         from modelship.preprocess import load_image
 
         own = entry.sidecar.get("preprocess")

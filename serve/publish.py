@@ -29,7 +29,7 @@ from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
 from modelship.serve import repository
-from modelship.serve.pipeline import (
+from modelship.serve.ensemble import (
     IMAGE,
     PIPELINE_SUFFIX,
     PREPROCESS_SUFFIX,
@@ -49,6 +49,7 @@ from modelship.serve.triton_config import (
     parse_config,
     to_text,
 )
+from modelship.tasks import Task, get_task
 
 DEFAULT_REPO = Path("model_repo")
 AUTO_PIPELINE = "auto"  # a pipeline over the ONNX fp32 artifact when one can be built, else a note saying why
@@ -133,13 +134,14 @@ def publish_export(
     manifest = Manifest.read(export_dir)
     base = repository.check_model_name(manifest.name if name is None else name)
     chosen = _choose(manifest, artifacts)
-    label_list = _labels(manifest, labels, export_dir)
+    task = get_task(manifest.task)
+    label_list = _labels(manifest, labels, export_dir, task)
     options = serving or ServingOptions()
     result = PublishResult(repo=repo.resolve())
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
         _check_labels(art, label_list)
-    pipe = _pipeline_plan(manifest, chosen, model_names, base, pipeline)
+    pipe = _pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
     if isinstance(pipe, str):
         result.notes.append(pipe)
         pipe = None
@@ -161,6 +163,7 @@ def _pipeline_plan(
     model_names: dict[str, str],
     base: str,
     artifact: str | None,
+    task: Task,
 ) -> PipelinePlan | str | None:
     """The pipeline to publish, None when not wanted, or (by default only) the reason there is none: asked for
     explicitly, a pipeline that cannot be built is an error."""
@@ -170,6 +173,8 @@ def _pipeline_plan(
     artifact = AUTO_PIPELINE_ARTIFACT if artifact == AUTO_PIPELINE else artifact
     published = {a.name: a for a in chosen}
     try:
+        if task.preprocessing != "image":
+            raise PublishError(f"task {task.name!r} takes no image preprocessing", hint="publish without --pipeline")
         if artifact not in published:
             raise PublishError(
                 f"--pipeline-artifact {artifact}: that artifact is not being published",
@@ -208,8 +213,13 @@ def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
     return [known[w] for w in dict.fromkeys(wanted)]
 
 
-def _labels(manifest: Manifest, path: Path | None, export_dir: Path) -> list[str] | None:
-    """The labels to publish: the --labels file (one per line), else the manifest's, one line each."""
+def _labels(manifest: Manifest, path: Path | None, export_dir: Path, task: Task) -> list[str] | None:
+    """The labels to publish: the --labels file (one per line), else the manifest's, one line each; none for a
+    task without labels."""
+    if not task.labels:
+        if path is not None:
+            raise PublishError(f"--labels: task {task.name!r} has no class labels", hint="publish without --labels")
+        return None
     if path is None:
         if manifest.labels is None:
             return None
@@ -258,6 +268,7 @@ def _stage(
         labels=labels,
         export_info={
             "export": manifest.name,
+            "task": manifest.task,
             "artifact": art.name,
             "sha256": art.sha256,
             "checkpoint_sha256": manifest.source.sha256,

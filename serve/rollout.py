@@ -22,7 +22,9 @@ from typing import Any
 
 from modelship.contract.errors import ModelshipError, ServeError
 from modelship.contract.manifest import Manifest
+from modelship.contract.parity_report import ParityReport
 from modelship.serve.server import API_KEY_HEADER
+from modelship.tasks import get_task
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def rollout(
         raise ServeError("no --server given", hint="name every server of the fleet with --server URL")
     if version < 1:
         raise ServeError(f"--version must be a positive integer, got {version}")
-    golden, precision = _golden(export_dir, model)
+    golden = _golden(export_dir, model)
     clients = [_client(t) for t in targets]
     outcomes = [ServerOutcome(t.url) for t in targets]
     configs = [_current_config(c, t, model) for c, t in zip(clients, targets, strict=True)]
@@ -96,8 +98,8 @@ def rollout(
     for wave in waves:
         for index in wave:
             changed.append(index)
-            if not _roll_one(clients[index], targets[index], model, version, configs[index], golden, precision,
-                             outcomes[index], timeout_s):  # fmt: skip
+            if not _roll_one(clients[index], targets[index], model, version, configs[index], golden, outcomes[index],
+                             timeout_s):  # fmt: skip
                 ok = False
                 break
         if not ok:
@@ -116,8 +118,7 @@ def _roll_one(
     model: str,
     version: int,
     config: dict,
-    golden: tuple[list, list],
-    precision: str,
+    golden: GoldenCheck,
     outcome: ServerOutcome,
     timeout_s: float,
 ) -> bool:
@@ -131,7 +132,7 @@ def _roll_one(
         return False
     outcome.load_s = round(time.monotonic() - began, 2)
     try:
-        report = _served_parity(target, model, golden, precision)
+        report = _served_parity(target, model, golden)
     except Exception as exc:  # the server went away mid-check (connection errors of any kind): an outcome
         outcome.error = f"{type(exc).__name__}: {str(exc)[:200]}"
         outcome.parity = "FAIL: could not run"
@@ -151,27 +152,37 @@ def _restore(client: Any, target: Target, model: str, config: dict, outcome: Ser
         outcome.final = f"rollback failed: {exc}"
 
 
-def _golden(export_dir: Path, model: str) -> tuple[tuple[list, list], str]:
-    """The export's golden inputs and outputs, and the precision of the artifact `model` serves."""
-    from modelship.export.parity import load_golden
+@dataclass(frozen=True)
+class GoldenCheck:
+    """What a served model is proved against: the export's golden inputs and outputs, the precision of the
+    artifact it serves (for its tolerances) and how its task compares each output."""
+
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    precision: str
+    kinds: dict[str, str]
+
+
+def _golden(export_dir: Path, model: str) -> GoldenCheck:
+    from modelship.parity import load_golden
 
     manifest = Manifest.read(export_dir)
     if not manifest.golden:
         raise ServeError(f"export {manifest.name!r} has no golden data", hint="re-export with export-model")
     precision = next((a.precision for a in manifest.artifacts if model.endswith(f"_{a.name}")), "fp32")
-    return load_golden(export_dir / manifest.golden), precision
+    inputs, outputs = load_golden(export_dir / manifest.golden)
+    return GoldenCheck(inputs, outputs, precision, get_task(manifest.task).output_kinds(manifest.io))
 
 
-def _served_parity(target: Target, model: str, golden: tuple[list, list], precision: str) -> Any:
-    from modelship.export.parity import GoldenRunner, ToleranceConfig, compare_runners
-    from modelship.serve.runners import TritonRunner
+def _served_parity(target: Target, model: str, golden: GoldenCheck) -> ParityReport:
+    from modelship.parity import GoldenRunner, ToleranceConfig, compare_runners
+    from modelship.serve.served_runner import TritonRunner
 
-    inputs, outputs = golden
     runner = TritonRunner(target.url, model)
     try:
-        return compare_runners(
-            GoldenRunner(inputs, outputs, name="golden"), runner, inputs, ToleranceConfig.for_precision(precision)
-        )
+        reference = GoldenRunner(golden.inputs, golden.outputs, name="golden")
+        tolerance = ToleranceConfig.for_precision(golden.precision)
+        return compare_runners(reference, runner, golden.inputs, tolerance, kinds=golden.kinds)
     finally:
         runner.close()
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from modelship.contract.manifest import Manifest
-from modelship.export.parity import OnnxRuntimeRunner, save_golden
+from modelship.parity import OnnxRuntimeRunner, save_golden
 from tests.cli_contract import invoke, port_flags
 from tests.processes import ready_json
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from filelock import FileLock
 
-from modelship.export.checkpoint.fingerprint import cache_dir
+from modelship.checkpoint.fingerprint import cache_dir
 
 # Run one model file on the inputs in an .npz; write its outputs (in the model's output order) to another .npz.
 RUNNERS = {

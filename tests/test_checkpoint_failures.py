@@ -9,8 +9,8 @@ import pytest
 import torch
 import torchvision
 
+from modelship.checkpoint import LoadOptions, load_model
 from modelship.contract.errors import ArchitectureError, CheckpointError, KeyMappingError, UsageError
-from modelship.export.checkpoint import LoadOptions, load_model
 from tests.checkpoint_factory import make_tinynet, outputs, realistic, save_form, signature_cache
 
 pytestmark = pytest.mark.usefixtures(signature_cache.__name__)

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
+from modelship.checkpoint.arch import build_on_meta, torchvision_classification_models
+from modelship.checkpoint.fingerprint import fingerprint
+from modelship.checkpoint.resolve import resolve_arch
 from modelship.contract.errors import ArchitectureError
-from modelship.export.checkpoint.arch import build_on_meta, torchvision_classification_models
-from modelship.export.checkpoint.fingerprint import fingerprint
-from modelship.export.checkpoint.resolve import resolve_arch
 from tests.checkpoint_factory import signature_cache
 
 pytestmark = pytest.mark.usefixtures(signature_cache.__name__)

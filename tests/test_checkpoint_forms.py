@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchvision
 
-from modelship.export.checkpoint import LoadOptions, load_model, write_sidecar
+from modelship.checkpoint import LoadOptions, load_model, write_sidecar
 from tests.checkpoint_factory import FORMS, outputs, prefixed, realistic, save_form, signature_cache
 
 pytestmark = pytest.mark.usefixtures(signature_cache.__name__)

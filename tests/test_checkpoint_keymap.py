@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from modelship.export.checkpoint.keymap import KeyMap, apply_key_map, load_key_map, strip_wrappers, suggest_renames
-from modelship.export.checkpoint.matching import compare_keys, group_keys, summarize
+from modelship.checkpoint.keymap import KeyMap, apply_key_map, load_key_map, strip_wrappers, suggest_renames
+from modelship.checkpoint.matching import compare_keys, group_keys, summarize
 
 
 def test_strip_only_what_makes_keys_match():

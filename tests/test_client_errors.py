@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from modelship.cli.main import main
 from modelship.contract.errors import ClientError
 from modelship.serve.client import TritonClient, split_url
-from modelship.serve.runners import TritonRunner
+from modelship.serve.served_runner import TritonRunner
 from modelship.serve.server import free_port
 
 

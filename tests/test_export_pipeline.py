@@ -14,9 +14,10 @@ from torch import nn
 
 from modelship.contract.errors import ExportError, ParityError
 from modelship.contract.manifest import Manifest, Source
-from modelship.export.parity import OnnxRuntimeRunner, load_golden
-from modelship.export.pipeline import ExportSpec, run_export
+from modelship.export.run import run_export
+from modelship.export.spec import ExportSpec
 from modelship.export.torchscript import load_torchscript
+from modelship.parity import OnnxRuntimeRunner, load_golden
 from modelship.testing.realistic import make_realistic
 
 SOURCE = Source(checkpoint="in-memory", sha256="0" * 64, arch="test")
@@ -71,7 +72,7 @@ def export(model: nn.Module, folder: Path, **kwargs) -> Manifest:
     for artifact in manifest.artifacts:
         assert artifact.parity.passed, (artifact.name, artifact.parity)
         assert artifact.parity.batch_sizes[:2] == [1, 7]
-        assert (folder / artifact.file).is_file() and artifact.details["seconds"]
+        assert (folder / artifact.file).is_file() and artifact.details.seconds
     assert result.folder == folder and not list(folder.parent.glob(".*staging"))
     assert {t.step.split()[0] for t in manifest.timings} >= {"script", "export", "convert", "verify"}
     inputs, outputs = load_golden(folder / manifest.golden)
@@ -97,7 +98,7 @@ def test_resnet18_exports_and_verifies(tmp_path):
     manifest = export(realistic(torchvision.models.resnet18()), tmp_path / "resnet18")
     assert manifest.io.to_dict()["inputs"] == [{"name": "x", "shape": ["batch", 3, 224, 224], "dtype": "float32"}]
     onnx_fp16 = manifest.artifact("onnx_fp16")
-    assert onnx_fp16.io.inputs[0].dtype == "float32" and onnx_fp16.details["kept_fp32_ops"] == []
+    assert onnx_fp16.io.inputs[0].dtype == "float32" and onnx_fp16.details.kept_fp32_ops == []
     ts_fp16 = manifest.artifact("torchscript_fp16")  # float32 I/O like fp16 ONNX: the casts are inside
     assert ts_fp16.io.inputs[0].dtype == ts_fp16.io.outputs[0].dtype == "float32"
     scripted = load_torchscript(tmp_path / "resnet18" / ts_fp16.file)
@@ -132,7 +133,7 @@ def test_two_int64_inputs_with_dynamic_sequence(tmp_path, exporter):
         "logits": ["batch", 5],
         "hidden": ["batch", "sequence", 32],
     }
-    labels = [b["label"] for b in manifest.artifact("onnx").parity.per_batch]
+    labels = [b.label for b in manifest.artifact("onnx").parity.per_batch]
     assert labels == ["batch 1", "batch 7", "batch 7, sequence 9"]
     runner = OnnxRuntimeRunner(folder / "model.onnx", manifest.io)
     ids = np.random.default_rng(0).integers(0, 100, (3, 40))
@@ -204,7 +205,7 @@ def test_trace_is_used_only_when_asked_and_checked_at_other_batches(tmp_path):
         source=SOURCE,
     ).manifest
     art = manifest.artifact("torchscript")
-    assert art.details["method"] == "trace" and art.parity.batch_sizes == [1, 7]
+    assert art.details.method == "trace" and art.parity.batch_sizes == [1, 7]
 
 
 HEAVY = ["resnet50", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t"]

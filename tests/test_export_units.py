@@ -10,6 +10,8 @@ from modelship.contract.errors import ExportError, UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.build import float_io
+from modelship.export.formats.onnx_format import check_dynamic_axes
 from modelship.export.io_resolve import (
     ResolvedInputs,
     discover_outputs,
@@ -20,7 +22,7 @@ from modelship.export.io_resolve import (
     resolve_inputs,
 )
 from modelship.export.onnx_export import cap_versions, provenance_metadata, set_metadata
-from modelship.export.pipeline import ExportSpec, check_dynamic_axes, float_io
+from modelship.export.spec import ExportSpec
 from modelship.export.torchscript import script_module
 
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from modelship.export.fp16 import convert_onnx_fp16
-from modelship.export.parity.fp16_ranges import emulate_fp16, intermediate_ranges, name_nodes, out_of_range_nodes
 from modelship.export.torchscript import load_torchscript
+from modelship.parity.fp16_ranges import emulate_fp16, intermediate_ranges, name_nodes, out_of_range_nodes
 from tests.cli_contract import invoke
 from tests.fp16_nets import Overflowing
 

@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {
     "modelship": "modelship",
     "preprocess": "modelship.preprocess",
+    "checkpoint": "modelship.checkpoint",
+    "parity": "modelship.parity",
     "export": "modelship.export",
     "serve": "modelship.serve",
     "benchmarks": "modelship.bench",
@@ -23,8 +25,9 @@ FOLDERS = {
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("contract", ("modelship", "modelship.contract")),
     ("preprocess", ("modelship.preprocess",)),
-    ("checkpoint", ("modelship.export.checkpoint",)),
-    ("parity", ("modelship.export.parity",)),
+    ("tasks", ("modelship.tasks",)),
+    ("checkpoint", ("modelship.checkpoint",)),
+    ("parity", ("modelship.parity",)),
     ("export", ("modelship.export",)),
     ("serve", ("modelship.serve",)),
     (

@@ -12,7 +12,7 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from modelship.export.parity.localize import minimal_keep
+from modelship.parity.localize import minimal_keep
 from tests.cli_contract import invoke
 from tests.fp16_nets import Branchy, Layers, LoudNorm, Whisper
 

@@ -13,8 +13,8 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
+from modelship.checkpoint import write_sidecar
 from modelship.cli.main import main
-from modelship.export.checkpoint import write_sidecar
 from modelship.preprocess import PreprocessSpec
 from modelship.testing.realistic import make_realistic
 

@@ -9,7 +9,7 @@ import pytest
 
 from modelship.contract.errors import ParityError, UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.export.parity import (
+from modelship.parity import (
     GoldenRunner,
     Tolerance,
     ToleranceConfig,
@@ -21,7 +21,8 @@ from modelship.export.parity import (
     render_table,
     save_golden,
 )
-from modelship.export.parity.metrics import REL_EPS
+from modelship.parity.metrics import REL_EPS
+from modelship.parity.runner_protocol import BaseRunner
 
 STRICT = Tolerance(atol=1e-4, rtol=1e-3)
 
@@ -165,7 +166,7 @@ def test_golden_round_trip(tmp_path) -> None:
         load_golden(tmp_path / "other.npz")
 
 
-class _Scaled:
+class _Scaled(BaseRunner):
     def __init__(self, name: str, scale: float) -> None:
         self.name, self.scale = name, scale
 
@@ -173,7 +174,7 @@ class _Scaled:
         return {"logits": inputs["x"] * self.scale}
 
 
-class _Broken:
+class _Broken(BaseRunner):
     name = "broken"
 
     def run(self, inputs):

@@ -19,12 +19,12 @@ import torch
 import torchvision
 from click.testing import CliRunner
 
+from modelship.checkpoint import sidecar_path
 from modelship.cli.main import main
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.export.checkpoint import sidecar_path
-from modelship.export.parity import TorchRunner, compare_runners
-from modelship.export.parity.pipelines import (
+from modelship.parity import TorchRunner, compare_runners
+from modelship.parity.image_inputs import (
     IMAGES,
     ImagePipeline,
     image_input,
@@ -36,7 +36,8 @@ from modelship.export.parity.pipelines import (
     training_preprocess,
     training_transform,
 )
-from modelship.export.parity.tolerance import ToleranceConfig
+from modelship.parity.runner_protocol import BaseRunner
+from modelship.parity.tolerance import ToleranceConfig
 from modelship.preprocess import PreprocessSpec, load_image, preprocess_images, to_torchvision, transform
 from modelship.testing.realistic import make_realistic
 from tests.checkpoint_factory import make_tinynet
@@ -119,12 +120,14 @@ def test_preprocessing_difference(images: Path) -> None:
     files = sorted(images.iterdir())
     training = training_preprocess(training_transform(None, "x:y", SPEC, "c"))
     same = preprocessing_difference(training, serving_preprocess(SPEC, "float32"), files)
-    assert same["matches"] and same["max_abs"] < 1e-5 and same["training_shape"] == [4, 3, 64, 64]
+    assert same.matches and same.max_abs < 1e-5 and same.training_shape == [4, 3, 64, 64]
     bgr = PreprocessSpec(resize=72, crop=64, mean=SPEC.mean, std=SPEC.std, channel_order="BGR")
     swapped = preprocessing_difference(training, serving_preprocess(bgr, "float32"), files)
-    assert not swapped["matches"] and swapped["max_abs"] > 0.1
+    assert not swapped.matches and swapped.max_abs > 0.1
     bigger = preprocessing_difference(training, serving_preprocess(PreprocessSpec(), "float32"), files)
-    assert bigger == {
+    assert bigger.to_dict() == {
+        "reference": "",
+        "candidates": "",
         "matches": False,
         "max_abs": None,
         "mean_abs": None,
@@ -136,7 +139,7 @@ def test_preprocessing_difference(images: Path) -> None:
 def test_non_image_sets_pass_through() -> None:
     seen = []
 
-    class Echo:
+    class Echo(BaseRunner):
         name = "echo"
 
         def run(self, inputs):

@@ -15,7 +15,7 @@ from torch import nn
 
 from modelship.contract.errors import ParityError
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.export.parity import (
+from modelship.parity import (
     IsolatedRunner,
     OnnxRuntimeRunner,
     ToleranceConfig,
@@ -24,7 +24,8 @@ from modelship.export.parity import (
     input_sets,
     make_session,
 )
-from modelship.export.parity.runners import is_fp16_model
+from modelship.parity.runner_protocol import BaseRunner
+from modelship.parity.runners import is_fp16_model
 
 IO = IOSpec(
     (TensorSpec("image", ("batch", 3, 16, 16)),),
@@ -179,7 +180,7 @@ def test_crash_in_candidate_gives_a_failed_report_not_a_dead_process() -> None:
 
     io = IOSpec((TensorSpec("x", ("batch", 4)),), (TensorSpec("y", ("batch", 4)),))
 
-    class Identity:
+    class Identity(BaseRunner):
         name = "reference"
 
         def run(self, inputs):

@@ -81,7 +81,8 @@ def test_what_torch_export_rejects_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize("arch", ["resnet50", "timm/vit_tiny_patch16_224", "encoder"])
 def test_pt2_on_large_models(tmp_path: Path, arch: str, report_figure) -> None:
     from modelship.contract.manifest import Source
-    from modelship.export.pipeline import ExportSpec, run_export
+    from modelship.export.run import run_export
+    from modelship.export.spec import ExportSpec
     from modelship.testing.realistic import make_realistic
 
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from modelship.export.checkpoint import write_sidecar
+from modelship.checkpoint import write_sidecar
 from tests.checkpoint_factory import TinyNet, realistic, save_form
 from tests.cli_contract import expect_failure, invoke
 

@@ -23,7 +23,7 @@ from modelship.contract.iospec import ServedNames
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
 from modelship.serve.publish import publish_export
-from modelship.serve.runners import TritonRunner
+from modelship.serve.served_runner import TritonRunner
 from modelship.serve.server import TritonServer
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ import skimage
 import torch
 from PIL import Image
 
+from modelship.checkpoint.reading import sidecar_path
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.export.checkpoint.reading import sidecar_path
 from modelship.serve.server import TritonServer, free_port
 from modelship.serve.triton_config import parse_config
 from modelship.testing.realistic import make_realistic

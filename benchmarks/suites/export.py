@@ -51,7 +51,7 @@ def bare_steps(export: Export, folder: Path) -> dict[str, float]:
     import torch
     from onnxruntime.transformers import float16
 
-    from modelship.export.checkpoint.arch import build_model
+    from modelship.checkpoint.arch import build_model
 
     spec = export.manifest.io.inputs[0]
     rng = np.random.default_rng(0)
@@ -94,7 +94,7 @@ def bare_steps(export: Export, folder: Path) -> dict[str, float]:
         seconds["script torchscript_fp16"] = _timed(lambda: loaded_half.append(script(half, folder / "bare16.pt")))
         seconds["verify torchscript_fp16"] = _timed(lambda: run_torch(loaded_half[0], half=True))
     onnx_path = folder / "bare.onnx"
-    opset = export.manifest.artifact("onnx").details.get("opset")
+    opset = export.manifest.artifact("onnx").details.opset
     batch = torch.export.Dim("batch", min=1)
     example = (torch.from_numpy(sets[1][:2]),)
     seconds["export onnx"] = _timed(

@@ -16,9 +16,9 @@ from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats, ratio
 from modelship.bench.workspace import Workspace, sample_inputs
-from modelship.export.parity import make_session
+from modelship.parity import make_session
 from modelship.preprocess import decode_image, transform
-from modelship.serve.pipeline import IMAGE, PIPELINE_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.ensemble import IMAGE, PIPELINE_SUFFIX, PREPROCESS_SUFFIX
 from modelship.serve.server import TritonServer
 
 SUITE = "pipeline"

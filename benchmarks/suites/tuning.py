@@ -32,7 +32,7 @@ def _row(case: str, stats: LoadStats, base: LoadStats, of: str, data: dict | Non
 def _ort_variants(ws: Workspace, key: str, batch: int) -> list[Row]:
     import onnxruntime as ort
 
-    from modelship.export.parity import make_session
+    from modelship.parity import make_session
 
     export = ws.export(key)
     inputs = sample_inputs(export, batch)

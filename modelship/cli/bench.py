@@ -51,7 +51,7 @@ def bench_command(quick: bool, suites: tuple[str, ...], out_dir: Path, work_dir:
     batching   dynamic batching on vs off, single-image requests at concurrency 8
     transport  gRPC vs binary HTTP vs system shared memory, 8x3x224x224 fp32
     startup    server start to ready vs loading the same files in-process
-    growth     export/parity/serving cost vs model size and batch size (+ PNG plot)
+    growth     parity/serving cost vs model size and batch size (+ PNG plot)
     tuning     (opt-in) ORT threads and optimisation level, instances, queue delay, JSON vs binary
     """
     from modelship.bench.plot import plot_cost_growth

@@ -16,14 +16,15 @@ from modelship.cli.flags import flag_group
 from modelship.cli.load_view import fingerprint_progress, print_load_report
 from modelship.cli.loader_options import load_flags
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.contract.artifacts import DEFAULT_FORMATS
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
+    from modelship.checkpoint import LoadOptions
     from modelship.contract.parity_report import ParityReport
-    from modelship.export.checkpoint import LoadOptions
-    from modelship.export.parity import ToleranceOverrides
-    from modelship.export.pipeline import ExportSpec
+    from modelship.export.spec import ExportSpec
+    from modelship.parity import ToleranceOverrides
 
 DEFAULT_OUT = Path("exports")
 
@@ -81,6 +82,7 @@ class ExportFlags:
     dynamic: str
     batch_sizes: tuple[int, ...]
     force: bool
+    task: str | None
 
     @property
     def formats(self) -> tuple[str, ...]:
@@ -92,7 +94,7 @@ class ExportFlags:
         """The ExportSpec; the export is named after the checkpoint's file stem unless --name says otherwise."""
         from modelship.contract.names import check_name
         from modelship.export.io_resolve import parse_axes
-        from modelship.export.pipeline import ExportSpec
+        from modelship.export.spec import ExportSpec
 
         if self.name is None:
             name = check_name(Path(checkpoint).stem, "export name (the checkpoint's file stem)", UsageError)
@@ -112,21 +114,8 @@ class ExportFlags:
             batch_sizes=self.batch_sizes,
             tolerances=tolerances.resolved(),
             force=self.force,
+            task=self.task,
         )
-
-
-def _tolerances(
-    atol: float | None, rtol: float | None, fp16_atol: float | None, fp16_rtol: float | None
-) -> ToleranceOverrides:
-    from modelship.export.parity import ToleranceOverrides
-
-    values = {("fp32", "atol"): atol, ("fp32", "rtol"): rtol, ("fp16", "atol"): fp16_atol, ("fp16", "rtol"): fp16_rtol}
-    by_precision: dict[str, dict[str, float]] = {"fp32": {}, "fp16": {}}
-    for (precision, field), value in values.items():
-        if value is not None:
-            by_precision[precision][field] = value
-    flags = {"fp32.atol": "--atol", "fp32.rtol": "--rtol", "fp16.atol": "--fp16-atol", "fp16.rtol": "--fp16-rtol"}
-    return ToleranceOverrides(by_precision=by_precision, flags=flags)
 
 
 # What to export and how, reaching the command as `flags: ExportFlags`
@@ -200,19 +189,15 @@ export_flags = flag_group(
             help="Batch sizes every artifact is verified at (at least two different).",
         ),
         click.option("--force", is_flag=True, help="Replace an existing export of the same name (atomically)."),
+        click.option(
+            "--task",
+            default=None,
+            metavar="TASK",
+            help="What kind of model this is (classification): how each output is judged and what publishing adds. "
+            "Default: the checkpoint metadata's 'task', else the task that claims the model's outputs.",
+        ),
     ],
     ExportFlags,
-)
-# Tolerances: --atol/--rtol for fp32 artifacts, --fp16-atol/--fp16-rtol for fp16 ones
-tolerance_flags = flag_group(
-    "tolerances",
-    [
-        click.option("--atol", type=float, default=None, help="fp32 absolute tolerance (default 1e-3)."),
-        click.option("--rtol", type=float, default=None, help="fp32 relative tolerance (default 1e-3)."),
-        click.option("--fp16-atol", type=float, default=None, help="fp16 absolute tolerance (default 1e-1)."),
-        click.option("--fp16-rtol", type=float, default=None, help="fp16 relative tolerance (default 5e-2)."),
-    ],
-    _tolerances,
 )
 
 
@@ -247,8 +232,9 @@ def export_command(
       export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
           --input attention_mask:batch,sequence:int64:0..2
     """
-    from modelship.export.checkpoint import load_model
-    from modelship.export.pipeline import Steps, refuse_existing, run_export
+    from modelship.checkpoint import load_model
+    from modelship.export.run import refuse_existing, run_export
+    from modelship.export.steps import Steps
 
     console = make_console(stderr=True)
     spec = flags.spec(load.checkpoint, tolerances)
@@ -332,26 +318,20 @@ def kept_fp32_lines(manifest: Any) -> list[str]:
     """One line per fp16 artifact that keeps parts in fp32: which modules (and ONNX nodes), and why."""
     lines = []
     for art in manifest.artifacts:
-        modules: dict[str, list[str]] = {}
-        for node in art.details.get("kept_fp32_nodes", []):
-            modules.setdefault(node["module"] or "(top level)", []).append(node["op"])
-        for kept in art.details.get("kept_fp32_modules", []):
-            modules.setdefault(kept["module"], [])
-        for module in art.details.get("fp16_keep", []):
-            modules.setdefault(module, [])
+        modules = art.details.kept_in_fp32()
         if modules:
             shown = "; ".join(f"{m} ({', '.join(dict.fromkeys(ops))})" if ops else m for m, ops in modules.items())
-            reasons = art.details.get("kept_fp32_nodes") or art.details.get("kept_fp32_modules")
-            why = f" - e.g. {reasons[0]['reason']}" if reasons else ""
+            reason = art.details.kept_reason()
+            why = f" - e.g. {reason}" if reason else ""
             lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown}{why}")
-        if art.details.get("fp16_keep"):
-            flags = " ".join(f"--fp16-keep {m}" for m in art.details["fp16_keep"])
+        if art.details.fp16_keep:
+            flags = " ".join(f"--fp16-keep {m}" for m in art.details.fp16_keep)
             lines.append(f"{art.name}: reproduce with {flags}")
     return lines
 
 
 def _rows_from_manifest(manifest: Any) -> list[tuple[str, int | None, ParityReport | None]]:
-    return [(a.name, a.details.get("bytes"), a.parity) for a in manifest.artifacts]
+    return [(a.name, a.details.bytes or None, a.parity) for a in manifest.artifacts]
 
 
 def _rows_from_parity(reports: dict[str, dict[str, Any]]) -> list[tuple[str, int | None, ParityReport | None]]:
@@ -361,12 +341,15 @@ def _rows_from_parity(reports: dict[str, dict[str, Any]]) -> list[tuple[str, int
 
 
 def summary_table(rows: list[tuple[str, int | None, ParityReport | None]]) -> Table:
-    """artifact, size, worst max abs error, worst cosine, worst top-1 agreement, verdict."""
+    """artifact, size, worst max abs error, worst cosine, worst top-1 agreement (of the outputs compared as tensors),
+    and the verdict of every output, however it was compared."""
+    from modelship.contract.parity_report import OutputMetrics
+
     table = Table(title="Export summary", title_justify="left")
     for column in ("artifact", "size", "max abs err", "cosine", "top-1", "verdict"):
         table.add_column(column, justify="left" if column in ("artifact", "verdict") else "right")
     for name, size, report in rows:
-        outputs = report.outputs if report is not None else []
+        outputs = [o for o in (report.outputs if report is not None else []) if isinstance(o, OutputMetrics)]
         max_abs = max((o.max_abs for o in outputs), default=None)
         cosine = min((o.cosine for o in outputs), default=None)
         top1 = min((o.top1_agreement for o in outputs if o.top1_agreement is not None), default=None)

@@ -15,38 +15,15 @@ from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import PROTOCOLS, ModelInfo, TensorInfo, TritonClient
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits.astype(np.float64) - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(shifted)
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
-def top_k(scores: np.ndarray, k: int, labels: list[str] | None) -> list[list[dict]]:
-    """Per row: the k best classes as {"index", "label", "score" (raw), "probability" (softmax)}."""
-    probabilities = softmax(scores)
-    rows = []
-    for row, probs in zip(scores, probabilities, strict=True):
-        best = np.argsort(-row, kind="stable")[:k]
-        rows.append(
-            [
-                {
-                    "index": int(i),
-                    "label": labels[i] if labels and i < len(labels) else str(int(i)),
-                    "score": float(row[i]),
-                    "probability": float(probs[i]),
-                }
-                for i in best
-            ]
-        )
-    return rows
+from modelship.tasks import DEFAULT_TASK, get_task
+from modelship.tasks.registry import Answer
 
 
 def classify(client: TritonClient, model: str, images: list[Path], *, batch: int = 8, k: int = 5) -> list[dict]:
     """Send `images` in batches, return top-k per image: as encoded bytes to a pipeline model (its server decodes
     and preprocesses), else preprocessed with the model's published spec."""
     info = client.model(model)
+    answer = _answer(info)
     tensor = _image_input(info)
     size = min(batch, info.max_batch_size) if info.max_batch_size else 1
     output = info.outputs[0].name
@@ -57,9 +34,19 @@ def classify(client: TritonClient, model: str, images: list[Path], *, batch: int
         requests = [{tensor.name: _pixels(info, tensor, chunk)} for chunk in chunks]
     results = client.infer_many(model, requests, outputs=[output])
     scores = np.concatenate([np.atleast_2d(r[output]).astype(np.float32) for r in results])
+    answers = answer(scores, info.labels, k)
     return [
-        {"image": str(path), "top_k": best} for path, best in zip(images, top_k(scores, k, info.labels), strict=True)
+        {"image": str(path), "top_k": [p.to_dict() for p in best]} for path, best in zip(images, answers, strict=True)
     ]
+
+
+def _answer(info: ModelInfo) -> Answer:
+    """How the served model's task shows an answer (its export's task, published in the config; classification
+    for models published before tasks were recorded)."""
+    task = get_task(str((info.export_info or {}).get("task") or DEFAULT_TASK))
+    if task.answer is None:
+        raise ClientError(f"model {info.name!r} is a {task.name} model; `infer` shows no {task.name} answers yet")
+    return task.answer
 
 
 def _pixels(info: ModelInfo, tensor: TensorInfo, images: list[Path]) -> np.ndarray:

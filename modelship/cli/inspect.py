@@ -12,7 +12,7 @@ from modelship.cli.main import GuardedCommand, emit_json, json_option, make_cons
 from modelship.contract.errors import ModelshipError
 
 if TYPE_CHECKING:
-    from modelship.export.checkpoint import LoadOptions
+    from modelship.checkpoint import LoadOptions
 
 
 @click.command("inspect", cls=GuardedCommand)
@@ -28,7 +28,7 @@ def inspect_command(load: LoadOptions, as_json: bool) -> None:
       modelship inspect last.ckpt --arch resnet50 --arch-kwargs '{"num_classes": 10}'
       modelship inspect ft.pth --arch timm/vit_tiny_patch16_224 --allow-missing 'head.*' --json
     """
-    from modelship.export.checkpoint import LoadReport, load_model
+    from modelship.checkpoint import LoadReport, load_model
 
     report = LoadReport(checkpoint=str(load.checkpoint))
     try:

@@ -78,7 +78,7 @@ def _table(console: Console, title: str, columns: tuple[str, ...], rows: list[tu
 
 
 def _print_problems(console: Console, r: dict[str, Any]) -> None:
-    from modelship.export.checkpoint.matching import group_keys
+    from modelship.checkpoint.matching import group_keys
 
     for title, keys in (("missing from the checkpoint", r["missing_keys"]), ("unexpected", r["unexpected_keys"])):
         if keys:

@@ -12,7 +12,7 @@ from modelship.cli.flags import flag_group
 from modelship.contract.errors import UsageError
 
 if TYPE_CHECKING:
-    from modelship.export.checkpoint import LoadOptions
+    from modelship.checkpoint import LoadOptions
 
 _OPTIONS = [
     click.argument("checkpoint", type=click.Path(path_type=Path), metavar="CKPT"),
@@ -73,7 +73,7 @@ def _load_options(
     trust_checkpoint: bool,
 ) -> LoadOptions:
     """`LoadOptions` from the loader flags (--arch-kwargs parsed and checked here)."""
-    from modelship.export.checkpoint import LoadOptions, LoadReport  # imported here: torch is slow to import
+    from modelship.checkpoint import LoadOptions, LoadReport  # imported here: torch is slow to import
 
     try:
         kwargs = _arch_kwargs(arch_kwargs) if arch_kwargs else None

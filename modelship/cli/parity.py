@@ -15,27 +15,21 @@ import click
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.contract.errors import ParityError, UsageError
 
 if TYPE_CHECKING:  # the check imports torch lazily; --help stays fast
     from modelship.contract.manifest import Manifest
-    from modelship.export.check import ReferenceChoice
-    from modelship.export.parity import ToleranceOverrides
+    from modelship.export.check_reference import ReferenceChoice
+    from modelship.parity import ToleranceOverrides
 
 REPORT_NAME = "parity.json"
 
 
 def _reference_choice(**flags: Any) -> ReferenceChoice:
-    from modelship.export.check import ReferenceChoice
+    from modelship.export.check_reference import ReferenceChoice
 
     return ReferenceChoice(**flags)
-
-
-def _tolerances(atol: float | None, rtol: float | None, tolerances: Path | None) -> ToleranceOverrides:
-    from modelship.export.parity import ToleranceOverrides
-
-    every = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
-    return ToleranceOverrides(file=tolerances, every=every, flags={"atol": "--atol", "rtol": "--rtol"})
 
 
 @dataclass(frozen=True)
@@ -97,31 +91,6 @@ reference_flags = flag_group(
         ),
     ],
     _reference_choice,
-)
-tolerance_flags = flag_group(
-    "tolerances",
-    [
-        click.option(
-            "--atol",
-            type=float,
-            default=None,
-            help="Absolute tolerance for every artifact (default: fp32 1e-3, fp16 1e-1).",
-        ),
-        click.option(
-            "--rtol",
-            type=float,
-            default=None,
-            help="Relative tolerance for every artifact (default: fp32 1e-3, fp16 5e-2).",
-        ),
-        click.option(
-            "--tolerances",
-            type=click.Path(path_type=Path, dir_okay=False),
-            metavar="FILE",
-            help="JSON tolerances: fields atol, rtol, min_cosine, min_top1 and per_output {name: {...}}, "
-            'optionally keyed by precision: {"fp16": {"atol": 0.1}}. --atol/--rtol apply on top.',
-        ),
-    ],
-    _tolerances,
 )
 served_flags = flag_group(
     "served",
@@ -230,7 +199,7 @@ def parity_command(
     payload["report"] = str(report_path)
     reports = result.reports
     if not as_json:
-        from modelship.export.parity import render_table
+        from modelship.parity import render_table
 
         make_console().print(render_table(reports))
         for report in reports:
@@ -261,7 +230,7 @@ def _served_runner(manifest: Manifest, served: ServedFlags, artifacts: tuple[str
     assert served.url is not None
     try:
         from modelship.serve.publish import served_name
-        from modelship.serve.runners import TritonRunner
+        from modelship.serve.served_runner import TritonRunner
     except ImportError as exc:
         raise UsageError(f"--served is not available: {exc}") from None
     artifact = artifacts[0] if len(artifacts) == 1 else "onnx"

@@ -9,8 +9,8 @@ from rich.table import Table
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.serve.ensemble import STOCK_DOCKERFILE
 from modelship.serve.object_store import is_object_store
-from modelship.serve.pipeline import STOCK_DOCKERFILE
 from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, PublishOptions, PublishResult, publish_export
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 

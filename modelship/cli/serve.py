@@ -13,8 +13,8 @@ import click
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
+from modelship.serve.ensemble import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.object_store import is_object_store
-from modelship.serve.pipeline import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.publish import DEFAULT_REPO
 from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, production_command
 from modelship.serve.supervisor import Supervisor

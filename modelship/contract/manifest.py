@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modelship.contract.artifact_details import ArtifactDetails, details_for
 from modelship.contract.artifacts import ARTIFACT_FORMATS
 from modelship.contract.errors import ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
@@ -21,6 +22,7 @@ from modelship.contract.preprocessing import PreprocessSpec
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
 PRECISIONS = ("fp32", "fp16")
+DEFAULT_TASK = "classification"  # the task of manifests written before tasks were recorded (modelship.tasks)
 
 
 def sha256_file(path: Path) -> str:
@@ -71,9 +73,11 @@ class Artifact:
     sha256: str
     io: IOSpec
     parity: ParityReport | None = None  # the verification it passed at export
-    details: dict[str, Any] = field(default_factory=dict)
+    details: ArtifactDetails | None = None  # None: the format's defaults
 
     def __post_init__(self) -> None:
+        if self.details is None:
+            self.details = details_for(self.format)
         if self.format not in ARTIFACT_FORMATS:
             raise ValueError(f"artifact format must be one of {ARTIFACT_FORMATS}, got {self.format!r}")
         if self.precision not in PRECISIONS:
@@ -88,7 +92,7 @@ class Artifact:
             "sha256": self.sha256,
             "io": self.io.to_dict(),
             "parity": self.parity.to_dict() if self.parity is not None else {},
-            "details": self.details,
+            "details": self.details.to_dict() if self.details is not None else {},
         }
 
     @classmethod
@@ -101,7 +105,7 @@ class Artifact:
             sha256=data["sha256"],
             io=IOSpec.from_dict(data["io"]),
             parity=ParityReport.from_dict(data["parity"]) if data.get("parity") else None,
-            details=data.get("details", {}),
+            details=details_for(data["format"], data.get("details")),
         )
 
 
@@ -113,6 +117,7 @@ class Manifest:
     source: Source
     io: IOSpec
     artifacts: list[Artifact] = field(default_factory=list)
+    task: str = DEFAULT_TASK
     preprocess: PreprocessSpec | None = None
     labels: list[str] | None = None
     golden: str | None = None
@@ -132,6 +137,7 @@ class Manifest:
         return {
             "schema_version": self.schema_version,
             "name": self.name,
+            "task": self.task,
             "tool_version": self.tool_version,
             "created": self.created,
             "source": vars(self.source),
@@ -150,6 +156,7 @@ class Manifest:
             source=Source(**data["source"]),
             io=IOSpec.from_dict(data["io"]),
             artifacts=[Artifact.from_dict(a) for a in data.get("artifacts", [])],
+            task=data.get("task", DEFAULT_TASK),
             preprocess=_preprocess(data.get("preprocess")),
             labels=data.get("labels"),
             golden=data.get("golden"),

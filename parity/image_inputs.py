@@ -16,7 +16,7 @@ wrapped runner unchanged, so random and image sets go through the one engine (`c
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ import numpy as np
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.export.parity.batching import batch_limit
-from modelship.export.parity.runners import Runner, Tensors
+from modelship.parity.batching import batch_limit
+from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
 
 IMAGES = "images"  # the input-set key holding image file paths
 # Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
@@ -48,7 +48,7 @@ def image_input(io: IOSpec) -> TensorSpec:
     return io.inputs[0]
 
 
-class ImagePipeline:
+class ImagePipeline(BaseRunner):
     """A runner that turns an input set of image files into the model's image input with `preprocess`, then runs
     `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps."""
 
@@ -70,9 +70,7 @@ class ImagePipeline:
         return self.runner.run({self.input_name: self.preprocess([Path(p) for p in inputs[IMAGES]])})
 
     def close(self) -> None:
-        close = getattr(self.runner, "close", None)
-        if close is not None:
-            close()
+        self.runner.close()
 
 
 @dataclass(frozen=True)
@@ -120,17 +118,49 @@ def serving_pipeline(runner: Runner, spec: Any, input_spec: TensorSpec, *, sourc
     return ImagePipeline(runner, preprocess, input_spec.name, describe=f"preprocess/ with {source}")
 
 
-def preprocessing_difference(training: Preprocess, serving: Preprocess, paths: Sequence[Path]) -> dict[str, Any]:
-    """How far the serving side's model input is from the training side's on `paths`: `matches` (same shape, max
-    abs difference <= PREPROCESS_ATOL), `max_abs`, `mean_abs`, and both shapes. This is what tells a broken
-    preprocessing spec apart from an artifact that is numerically off on real images."""
+@dataclass(frozen=True)
+class PreprocessingDifference:
+    """How far the serving side's model input is from the training side's on the same image files: `matches` (same
+    shape, max abs difference <= PREPROCESS_ATOL), the differences (None when the shapes differ), both shapes, and
+    where each side's preprocessing came from. This is what tells a broken preprocessing spec apart from an
+    artifact that is numerically off on real images."""
+
+    reference: str
+    candidates: str
+    matches: bool
+    max_abs: float | None
+    mean_abs: float | None
+    training_shape: list[int]
+    serving_shape: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def diagnosis(self) -> str:
+        """Why a candidate that failed on images failed, when it is the preprocessing."""
+        if self.max_abs is None:
+            found = f"shape {self.serving_shape}, the training transforms give {self.training_shape}"
+        else:
+            found = f"model inputs differ by up to {self.max_abs:.3g} (mean {self.mean_abs:.3g})"
+        return (
+            f"the serving preprocessing ({self.candidates}) does not reproduce the training transforms "
+            f"({self.reference}): {found}; check mean/std, channel order, resize/crop, interpolation"
+        )
+
+
+def preprocessing_difference(
+    training: Preprocess, serving: Preprocess, paths: Sequence[Path], *, reference: str = "", candidates: str = ""
+) -> PreprocessingDifference:
+    """Both sides' model inputs on `paths`, compared (`PreprocessingDifference`; `reference` and `candidates` say
+    where each side's preprocessing came from)."""
     expected, actual = training(paths), serving(paths)
-    result: dict[str, Any] = {"training_shape": list(expected.shape), "serving_shape": list(actual.shape)}
+    sides = (reference, candidates)
+    shapes = (list(expected.shape), list(actual.shape))
     if expected.shape != actual.shape:
-        return {"matches": False, "max_abs": None, "mean_abs": None, **result}
+        return PreprocessingDifference(*sides, False, None, None, *shapes)
     diff = np.abs(expected.astype(np.float64) - actual.astype(np.float64))
     max_abs = float(diff.max())
-    return {"matches": max_abs <= PREPROCESS_ATOL, "max_abs": max_abs, "mean_abs": float(diff.mean()), **result}
+    return PreprocessingDifference(*sides, max_abs <= PREPROCESS_ATOL, max_abs, float(diff.mean()), *shapes)
 
 
 def training_transform(model: Any, arch: str, preprocess: PreprocessSpec | None, checkpoint: str) -> TrainingTransform:

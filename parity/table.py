@@ -11,22 +11,23 @@ from modelship.contract.parity_report import ParityReport
 
 
 def render_table(reports: Sequence[ParityReport]) -> Table:
-    """One row per (candidate, output): the figures a reviewer looks at first. The reasons for a failure are long:
-    print `report.failures()` beside the table."""
+    """One row per (candidate, output): the figures a reviewer looks at first, one column per figure any result
+    gives (`OutputResult.figures`), "-" where a result has none. The reasons for a failure are long: print
+    `report.failures()` beside the table."""
     references = sorted({r.reference for r in reports})
+    columns = list(dict.fromkeys(name for r in reports for m in r.outputs for name in m.figures()))
     table = Table(title=f"Parity vs {', '.join(references)}", title_justify="left", box=box.SIMPLE_HEAD)
     table.add_column("candidate", no_wrap=True)
     table.add_column("output", no_wrap=True)
-    for column in ("max abs", "p99 abs", "cosine", "top-1", "req. atol"):
+    for column in columns:
         table.add_column(column, justify="right", no_wrap=True, min_width=len(column))
     table.add_column("result", no_wrap=True, min_width=6)
     for report in reports:
         if report.error:
-            table.add_row(report.candidate, "-", *["-"] * 5, "[red]ERROR[/]")
+            table.add_row(report.candidate, "-", *["-"] * len(columns), "[red]ERROR[/]")
             continue
         for m in report.outputs:
-            top1 = "-" if m.top1_agreement is None else f"{m.top1_agreement:.3f}"
+            figures = m.figures()
             result = "[green]PASS[/]" if m.passed else "[red]FAIL[/]"
-            row = (f"{m.max_abs:.1e}", f"{m.p99_abs:.1e}", f"{m.cosine:.6f}", top1, f"{m.required_atol:.1e}")
-            table.add_row(report.candidate, m.name, *row, result)
+            table.add_row(report.candidate, m.name, *[figures.get(c, "-") for c in columns], result)
     return table

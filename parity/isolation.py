@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 
 from modelship.contract.errors import ModelshipError, ParityError
+from modelship.parity.runner_protocol import BaseRunner
 
 CHILD_MAIN = f"from {__name__} import serve; serve()"
 
@@ -53,7 +54,7 @@ class Worker:
         _stop(self.process)
 
 
-class IsolatedRunner:
+class IsolatedRunner(BaseRunner):
     """A Runner whose work happens in a child process built by `factory()`: in `worker` when one is given (the
     caller keeps it and closes it), else in a child of its own started on first use."""
 

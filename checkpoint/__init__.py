@@ -1,8 +1,8 @@
 """Checkpoint loading: safe reading, architecture resolution, key mapping, strict matching (see docs/checkpoints.md)."""
 
-from modelship.export.checkpoint.loader import LoadedModel, LoadOptions, load_model
-from modelship.export.checkpoint.reading import METADATA_KEYS, read_sidecar, sidecar_path, write_sidecar
-from modelship.export.checkpoint.report import LoadReport
+from modelship.checkpoint.load_report import LoadReport
+from modelship.checkpoint.loader import LoadedModel, LoadOptions, load_model
+from modelship.checkpoint.reading import METADATA_KEYS, read_sidecar, sidecar_path, write_sidecar
 
 __all__ = [
     "METADATA_KEYS",

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from modelship.export.parity.fp16_ranges import FP16_TINY, node_module, tensor_types
+from modelship.parity.fp16_ranges import FP16_TINY, node_module, tensor_types
 
 RELATIVE_LIMITS = {"fp32": 1e-3, "fp16": 5e-2}  # max |a - b| / max |a| for a module's output to count as the same
 

@@ -1,6 +1,6 @@
 """Input sets split to what a runner accepts: a served model takes at most its `max_batch_size` rows a request.
 
-A runner with a batch limit says so with a `max_batch` attribute (None or 0: no limit); `run_in_batches` sends a
+A runner with a batch limit says so with its `max_batch` (None or 0: no limit); `run_in_batches` sends a
 larger input set in chunks of that size along the batch axis and joins the outputs, so a parity check or a
 client over 40 images works against a model published with `max_batch_size` 16.
 """
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from modelship.export.parity.runners import Runner, Tensors
+from modelship.parity.runner_protocol import Runner, Tensors
 
 
 def batch_limit(runner: Runner) -> int | None:
     """The most rows `runner` takes in one call, or None when it takes any number."""
-    limit = getattr(runner, "max_batch", None)
+    limit = runner.max_batch
     return int(limit) if limit else None
 
 

@@ -10,13 +10,8 @@ from typing import Any
 
 import torch
 
-from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, PreprocessError, UsageError
-from modelship.contract.iospec import IOSpec
-from modelship.contract.labels import clean_labels
-from modelship.contract.manifest import sha256_file
-from modelship.contract.preprocessing import PreprocessSpec
-from modelship.export.checkpoint.arch import build_model
-from modelship.export.checkpoint.keymap import (
+from modelship.checkpoint.arch import build_model
+from modelship.checkpoint.keymap import (
     KeyMap,
     apply_key_map,
     load_key_map,
@@ -24,8 +19,9 @@ from modelship.export.checkpoint.keymap import (
     strip_wrappers,
     suggest_renames,
 )
-from modelship.export.checkpoint.matching import compare_keys, describe_problems, group_keys
-from modelship.export.checkpoint.reading import (
+from modelship.checkpoint.load_report import LoadReport
+from modelship.checkpoint.matching import compare_keys, describe_problems, group_keys
+from modelship.checkpoint.reading import (
     RawCheckpoint,
     check_file,
     checkpoint_metadata,
@@ -34,8 +30,12 @@ from modelship.export.checkpoint.reading import (
     read_sidecar,
     select_state_dict,
 )
-from modelship.export.checkpoint.report import LoadReport
-from modelship.export.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
+from modelship.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
+from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, PreprocessError, UsageError
+from modelship.contract.iospec import IOSpec
+from modelship.contract.labels import clean_labels
+from modelship.contract.manifest import sha256_file
+from modelship.contract.preprocessing import PreprocessSpec
 
 
 @dataclass

@@ -13,18 +13,21 @@ from collections.abc import Sequence
 import numpy as np
 
 from modelship.contract.parity_report import OutputMetrics
-from modelship.export.parity.tolerance import Tolerance
+from modelship.parity.tolerance import Tolerance
 
 REL_EPS = 1e-6
 TOPK = 5
 
 
-def compare_arrays(name: str, reference: np.ndarray, candidate: np.ndarray, tolerance: Tolerance) -> OutputMetrics:
-    """Statistics and verdict for one output on one input set."""
+def compare_arrays(
+    name: str, reference: np.ndarray, candidate: np.ndarray, tolerance: Tolerance, *, topk: bool = True
+) -> OutputMetrics:
+    """Statistics and verdict for one output on one input set; with `topk`, top-1/top-k agreement too when the
+    output is classifier-shaped."""
     ref = np.asarray(reference)
     cand = np.asarray(candidate)
     if ref.shape != cand.shape:
-        return unmatched(name, ref, f"shape {cand.shape} differs from reference {ref.shape}")
+        return unmatched(name, ref, f"shape {cand.shape} differs from reference {ref.shape}", topk=topk)
     ref64 = ref.astype(np.float64)
     cand64 = cand.astype(np.float64)
     finite = np.isfinite(ref64) & np.isfinite(cand64)
@@ -44,7 +47,7 @@ def compare_arrays(name: str, reference: np.ndarray, candidate: np.ndarray, tole
     else:
         stats = (0.0, 0.0, 0.0, 0.0, 0.0)
         required_atol = required_rtol = 0.0
-    top1, topk = _agreement(ref64, cand64) if _is_classifier(ref) else (None, None)
+    top1, top_k = _agreement(ref64, cand64) if topk and _is_classifier(ref) else (None, None)
     metrics = OutputMetrics(
         name=name,
         shape=tuple(ref.shape),
@@ -55,7 +58,7 @@ def compare_arrays(name: str, reference: np.ndarray, candidate: np.ndarray, tole
         p99_abs=float(stats[4]),
         cosine=_min_cosine(np.where(finite, ref64, 0.0), np.where(finite, cand64, 0.0)),
         top1_agreement=top1,
-        topk_agreement=topk,
+        topk_agreement=top_k,
         nan_count=int(np.isnan(cand64).sum()),
         inf_count=int(np.isinf(cand64).sum()),
         reference_nan_count=int(np.isnan(ref64).sum()),
@@ -135,9 +138,10 @@ def _common_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(dims[0] if len(set(dims)) == 1 else -1 for dims in zip(*shapes, strict=True))
 
 
-def unmatched(name: str, ref: np.ndarray, reason: str) -> OutputMetrics:
+def unmatched(name: str, ref: np.ndarray, reason: str, *, topk: bool = True) -> OutputMetrics:
     """A failed comparison where nothing could be compared (shape differs, output missing)."""
     inf = float("inf")
+    agreement = 0.0 if topk and _is_classifier(ref) else None
     return OutputMetrics(
         name=name,
         shape=tuple(ref.shape),
@@ -147,8 +151,8 @@ def unmatched(name: str, ref: np.ndarray, reason: str) -> OutputMetrics:
         median_abs=inf,
         p99_abs=inf,
         cosine=-1.0,
-        top1_agreement=0.0 if _is_classifier(ref) else None,
-        topk_agreement=0.0 if _is_classifier(ref) else None,
+        top1_agreement=agreement,
+        topk_agreement=agreement,
         nan_count=0,
         inf_count=0,
         reference_nan_count=int(np.isnan(ref.astype(np.float64)).sum()),

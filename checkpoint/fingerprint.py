@@ -22,9 +22,9 @@ from typing import Any
 
 from filelock import FileLock
 
+from modelship.checkpoint.arch import TIMM_PREFIX, build_on_meta, timm_models, torchvision_classification_models
+from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
-from modelship.export.checkpoint.arch import TIMM_PREFIX, build_on_meta, timm_models, torchvision_classification_models
-from modelship.export.checkpoint.keymap import strip_all_wrappers
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
 Shapes = dict[str, tuple[int, ...]]

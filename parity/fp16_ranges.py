@@ -19,29 +19,17 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from modelship.contract.artifact_details import KeptNode
+
 FP16_MAX = 65504.0
 FP16_TINY = 2.0**-14  # smallest normal float16: a tensor entirely below it loses its precision or flushes to zero
 HEADROOM = 2.0  # keep a node fp32 once its values reach half of float16's range: other inputs go further
 SMALL_CONSTANT = 4096  # bytes: initializers up to this size keep their data for shape inference
-
-
-@dataclass(frozen=True)
-class KeptNode:
-    """A node kept in fp32 and why (the tensor it writes or reads, and that tensor's measured range)."""
-
-    node: str
-    op: str
-    module: str
-    reason: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"node": self.node, "op": self.op, "module": self.module, "reason": self.reason}
 
 
 def name_nodes(proto: onnx.ModelProto) -> None:

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modelship.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, timm_models
+from modelship.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
+from modelship.checkpoint.reading import sidecar_path
 from modelship.contract.errors import ArchitectureError, ModelshipError
-from modelship.export.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, timm_models
-from modelship.export.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
-from modelship.export.checkpoint.reading import sidecar_path
 
 Shapes = dict[str, tuple[int, ...]]
 

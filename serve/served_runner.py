@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from modelship.contract.errors import ClientError
-from modelship.export.parity.pipelines import IMAGES
+from modelship.parity.image_inputs import IMAGES
+from modelship.parity.runner_protocol import BaseRunner
 from modelship.serve.client import ModelInfo, Tensors, TritonClient
 
 
-class TritonRunner:
+class TritonRunner(BaseRunner):
     """Runs `model_name` on the Triton server at `url` (http://, grpc:// or host:port with `protocol`)."""
 
     def __init__(self, url: str, model_name: str, protocol: str = "http", name: str | None = None) -> None:
@@ -41,13 +42,13 @@ class TritonRunner:
         return self.info.max_batch_size or None
 
     @property
-    def takes_images(self) -> bool:
-        """True for a pipeline model (serve.pipeline): one TYPE_STRING input of encoded images, decoded and
+    def takes(self) -> str:
+        """ "images" for a pipeline model (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
         preprocessed by the server. It runs on image-file input sets (`{"images": paths}`) only."""
-        return len(self.info.inputs) == 1 and self.info.inputs[0].datatype == "BYTES"
+        return "images" if len(self.info.inputs) == 1 and self.info.inputs[0].datatype == "BYTES" else "tensors"
 
     def run(self, inputs: Tensors) -> Tensors:
-        if self.takes_images:
+        if self.takes == "images":
             return self._run_images(inputs)
         info = self.info
         names = info.io_names

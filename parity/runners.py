@@ -1,7 +1,7 @@
 """Runners: one interface over eager PyTorch, TorchScript, ONNX Runtime and stored golden outputs.
 
-A runner maps `{input name: array}` to `{output name: array}`, keyed by the IOSpec's names, so any two runners
-can be compared output by output. torch and onnxruntime are imported only by the runner that needs them.
+Each follows `runner_protocol.Runner`, keyed by the IOSpec's names, so any two runners can be compared output by
+output. torch and onnxruntime are imported only by the runner that needs them.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
@@ -19,9 +19,8 @@ from modelship.contract.dtypes import BY_ONNXRUNTIME
 from modelship.contract.errors import ParityError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.outputs import flatten_outputs
-from modelship.export.parity.isolation import IsolatedRunner, Worker
-
-Tensors = dict[str, np.ndarray]
+from modelship.parity.isolation import IsolatedRunner, Worker
+from modelship.parity.runner_protocol import BaseRunner, Tensors
 
 CRASH_HINT = (
     "ONNX Runtime itself crashed; fp16 graphs are known to trigger CPU optimizer bugs. Try the fp32 artifact, "
@@ -29,16 +28,7 @@ CRASH_HINT = (
 )
 
 
-@runtime_checkable
-class Runner(Protocol):
-    """Anything that turns named input arrays into named output arrays."""
-
-    name: str
-
-    def run(self, inputs: Tensors) -> Tensors: ...
-
-
-class TorchRunner:
+class TorchRunner(BaseRunner):
     """An eager `nn.Module` or a loaded ScriptModule. Float inputs are cast to the module's floating dtype (half
     for fp16 modules) and moved to its device; outputs are named by `flatten_outputs` order onto `io.outputs`."""
 
@@ -72,7 +62,7 @@ class TorchRunner:
         return {name: _to_numpy(tensor) for name, (_, tensor) in zip(names, pairs, strict=True)}
 
 
-class OnnxRuntimeRunner:
+class OnnxRuntimeRunner(BaseRunner):
     """An ONNX file in ONNX Runtime (session from `make_session`, created on first use; `model` holds the file's
     serialized bytes when the caller has them, `fp16` whether it is an fp16 graph when known). Inputs are cast to the
     session's declared input dtypes (fp16 I/O models take float32 arrays). With `isolated=True` the session lives
@@ -145,7 +135,7 @@ class OnnxRuntimeRunner:
         self._session = None
 
 
-class GoldenRunner:
+class GoldenRunner(BaseRunner):
     """Replays stored reference outputs: `run` finds the stored input set equal to the one given."""
 
     def __init__(self, inputs: Sequence[Tensors], outputs: Sequence[Tensors], name: str = "golden") -> None:

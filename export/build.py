@@ -1,0 +1,120 @@
+"""What every format's exporter shares while an export is built (`Build`), the eager reference they are all judged
+against (`Verification`), and what each returns (`BuiltArtifact`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from modelship.contract.artifact_details import ArtifactDetails
+from modelship.contract.artifacts import EXPORT_FILES
+from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
+from modelship.export.io_resolve import ResolvedInputs, base_sizes
+from modelship.export.spec import ExportSpec
+from modelship.export.steps import Steps
+from modelship.parity import (
+    ParityReport,
+    Runner,
+    RunResults,
+    ToleranceConfig,
+    TorchRunner,
+    compare_results,
+    input_sets,
+    random_inputs,
+    reference_results,
+    run_sets,
+)
+
+
+@dataclass
+class Verification:
+    """Seeded input sets, their labels, the eager results on them (computed once, judged against every artifact)
+    and the compare kind of each output (from the task)."""
+
+    inputs: list[dict[str, np.ndarray]]
+    labels: list[str]
+    eager: RunResults
+    kinds: dict[str, str]
+
+    @property
+    def outputs(self) -> list[dict[str, np.ndarray]]:
+        return self.eager.outputs
+
+    def judge(self, runner: Runner, tolerance: ToleranceConfig) -> ParityReport:
+        """`runner` on every input set, judged against the eager results."""
+        results = run_sets(runner, self.inputs, self.labels)
+        return compare_results(self.eager, results, self.inputs, self.labels, tolerance, self.kinds)
+
+
+def make_verification(
+    model: nn.Module, io: IOSpec, resolved: ResolvedInputs, spec: ExportSpec, kinds: dict[str, str]
+) -> Verification:
+    """Input sets at every batch size, plus one per other dynamic axis at its second size; eager outputs."""
+    sets = input_sets(io, spec.batch_sizes, seed=spec.seed, sizes=resolved.sizes)
+    labels = [f"batch {b}" for b in spec.batch_sizes]
+    base = {axis: size for axis, size in base_sizes(resolved).items() if axis != BATCH}
+    for i, axis in enumerate(a for a in resolved.dynamic_axes if a != BATCH):
+        sizes = base | {axis: resolved.second_size(axis), BATCH: spec.batch_sizes[-1]}
+        sets.append(random_inputs(io, sizes, spec.seed + len(spec.batch_sizes) + i))
+        labels.append(f"batch {spec.batch_sizes[-1]}, {axis} {sizes[axis]}")
+    return Verification(sets, labels, reference_results(TorchRunner(model, io, name="eager"), sets), kinds)
+
+
+@dataclass(frozen=True)
+class BuiltArtifact:
+    """One artifact a format's exporter wrote and verified (its file is `Build.path(name)`)."""
+
+    name: str
+    format: str
+    precision: str
+    io: IOSpec
+    report: ParityReport
+    details: ArtifactDetails
+
+
+@dataclass
+class Build:
+    """What every artifact step shares: the model, its I/O, the seeded example and eager reference, the staging
+    folder and step timer, the ONNX target, and a thread for verifications that overlap the next export."""
+
+    model: nn.Module
+    spec: ExportSpec
+    io: IOSpec
+    example: tuple[torch.Tensor, ...]
+    verification: Verification
+    staging: Path
+    steps: Steps
+    opset: int
+    target: Any
+    provenance: dict[str, str]
+    background: ThreadPoolExecutor  # verifications that can run while the next format exports (TorchScript's)
+    hashes: dict[str, str] = field(default_factory=dict)  # sha256 of the artifacts hashed as they were written
+    nodes: dict[str, int] = field(default_factory=dict)  # node counts of the ONNX artifacts written
+    external_data: bool = False  # the fp32 ONNX weights passed protobuf's limit: the fp16 file is split too
+
+    def path(self, name: str) -> Path:
+        return self.staging / EXPORT_FILES[name]
+
+    def verify(self, name: str, runner: Runner, precision: str) -> ParityReport:
+        """`runner` against the eager reference, timed as the step "verify <name>"."""
+        with self.steps(f"verify {name}", name):
+            return self.verify_with(runner, precision)
+
+    def verify_with(self, runner: Runner, precision: str) -> ParityReport:
+        return self.verification.judge(runner, ToleranceConfig.for_precision(precision, self.spec.tolerances))
+
+
+def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:
+    """The same I/O with float inputs and/or outputs switched to `dtype` (an fp16 artifact's own I/O)."""
+
+    def switch(specs: Sequence[TensorSpec], on: bool) -> tuple[TensorSpec, ...]:
+        return tuple(t.with_dtype(dtype) if on and t.dtype.startswith("float") else t for t in specs)
+
+    return IOSpec(switch(io.inputs, inputs), switch(io.outputs, outputs))

@@ -1,0 +1,142 @@
+"""What `check_export` judges every candidate against: the reference the user chose (`ReferenceChoice`: the
+checkpoint rebuilt in eager PyTorch, its sha256 checked first, or the golden data saved at export), built once into
+a `Reference` (its results on the input sets: seeded random batches, and with images the image files through the
+training preprocessing)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelship.contract.errors import ParityError, UsageError
+from modelship.contract.manifest import MANIFEST_NAME, Manifest
+from modelship.contract.parity_report import ParityReport
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.parity import RunResults, ToleranceConfig
+from modelship.parity.engine import compare_results, reference_results, run_sets
+from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
+from modelship.parity.runner_protocol import Runner, Tensors
+
+AGAINST = ("checkpoint", "golden")
+
+
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """What the artifacts are compared with: the checkpoint rebuilt in eager PyTorch (`checkpoint`: where it is
+    now, `arch`: the architecture to rebuild it with, else the manifest's) at seeded `batch_sizes`, plus the image
+    files of `images`; or the golden data saved at export."""
+
+    against: str = "checkpoint"
+    checkpoint: Path | None = None
+    arch: str | None = None
+    batch_sizes: tuple[int, ...] = (1, 8)
+    seed: int = 0
+    images: Path | None = None
+    preprocess_file: Path | None = None  # the serving spec for `images`, instead of the manifest's
+
+    def __post_init__(self) -> None:
+        if self.against not in AGAINST:
+            raise UsageError(f"unknown reference {self.against!r}", hint=f"use one of {', '.join(AGAINST)}")
+        if self.images is not None and self.against == "golden":
+            raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
+
+
+@dataclass
+class Reference:
+    """What every candidate is judged against: the reference's results on the input sets (eager outputs computed
+    once, or the golden data), the sets and their labels, with images how far apart both preprocessing pipelines'
+    model inputs are, and the eager model (None against golden)."""
+
+    results: RunResults
+    sets: list[Tensors]
+    labels: list[str]
+    images: PreprocessingDifference | None = None
+    model: Any = None
+
+    @property
+    def name(self) -> str:
+        return self.results.runner
+
+    def judge(self, runner: Runner, tolerance: ToleranceConfig, kinds: dict[str, str]) -> ParityReport:
+        """`runner` run on the sets it takes (image files only, for a served pipeline) and judged; whatever it
+        raises while running is its failed report (`run_sets`)."""
+        chosen = [i for i, inputs in enumerate(self.sets) if runner.takes == "tensors" or IMAGES in inputs]
+        if not chosen:
+            raise UsageError(f"{runner.name} takes encoded images", hint="compare it with --images DIR")
+        sets, labels = [self.sets[i] for i in chosen], [self.labels[i] for i in chosen]
+        expected = RunResults(self.name, [self.results.outputs[i] for i in chosen], self.results.seconds)
+        return compare_results(expected, run_sets(runner, sets, labels), sets, labels, tolerance, kinds)
+
+
+def build_reference(
+    manifest: Manifest, folder: Path, choice: ReferenceChoice, serving: tuple[PreprocessSpec, str] | None
+) -> Reference:
+    """The golden data, or the checkpoint rebuilt in eager PyTorch run on seeded sets (and, with images, on the
+    image files through the training preprocessing)."""
+    from modelship.parity import TorchRunner, input_sets, load_golden
+
+    if choice.against == "golden":
+        if not manifest.golden:
+            raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
+        inputs, outputs = load_golden(folder / manifest.golden)
+        labels = [f"golden set {i}" for i in range(len(inputs))]
+        return Reference(RunResults("golden", outputs, 0.0), inputs, labels)
+    loaded, checkpoint = _rebuild(manifest, folder, choice.checkpoint, choice.arch)
+    eager: Runner = TorchRunner(loaded.model, manifest.io, name="eager")
+    sets = input_sets(manifest.io, choice.batch_sizes, seed=choice.seed)
+    labels = [f"batch {b}" for b in choice.batch_sizes]
+    images = None
+    if serving is not None and choice.images is not None:
+        from modelship.parity import image_inputs
+        from modelship.preprocess import image_files
+
+        image = image_inputs.image_input(manifest.io)
+        files = image_files(choice.images)
+        transform = image_inputs.training_transform(loaded.model, loaded.arch, loaded.preprocess, str(checkpoint))
+        training = image_inputs.training_pipeline(eager, transform, image.name)
+        images = image_inputs.preprocessing_difference(
+            training.preprocess,
+            image_inputs.serving_preprocess(serving[0], image.dtype),
+            files,
+            reference=transform.source,
+            candidates=f"preprocess/ with {serving[1]}",
+        )
+        eager = training
+        sets.append(image_inputs.image_set(files[:1]))
+        labels.append(f"image {files[0].name}")
+        if len(files) > 1:  # images at a second batch size
+            sets.append(image_inputs.image_set(files))
+            labels.append(f"{len(files)} images from {choice.images}")
+    return Reference(reference_results(eager, sets), sets, labels, images, loaded.model)
+
+
+def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: str | None) -> tuple[Any, Path]:
+    """The LoadedModel rebuilt from the manifest's source (its sha256 checked before anything is read from it),
+    and the checkpoint path it came from. The manifest is a data file: its arch may only name a registry model."""
+    from modelship.checkpoint import LoadOptions, load_model
+    from modelship.checkpoint.arch import check_data_arch
+
+    source = manifest.source
+    if arch is None:
+        check_data_arch(source.arch, source.arch_kwargs, file=str(folder / MANIFEST_NAME), field="source.arch")
+    path = checkpoint or _checkpoint_path(source.checkpoint, folder)
+    options = LoadOptions(
+        checkpoint=path,
+        arch=arch or source.arch,
+        arch_kwargs=dict(source.arch_kwargs or {}),
+        expected_sha256=source.sha256 or None,
+    )
+    return load_model(options), path
+
+
+def _checkpoint_path(recorded: str, folder: Path) -> Path:
+    """The recorded path as given at export time (relative to the current folder), else relative to the export."""
+    path = Path(recorded)
+    for candidate in (path, folder / path):
+        if candidate.is_file():
+            return candidate
+    raise ParityError(
+        f"checkpoint {recorded} recorded in {folder / MANIFEST_NAME} not found",
+        hint="pass it with --checkpoint, or use --against golden",
+    )

@@ -1,0 +1,43 @@
+"""One exporter per format, registered by name: `export-model` runs the exporter of each format asked for.
+
+An exporter's `start(build)` writes its artifacts into the build's staging folder and verifies them (fp16 as a
+variant of the same format when `--fp16`), returning one `Finish` per artifact: calling it gives the
+`BuiltArtifact` (waiting for a verification still running on `build.background`, as TorchScript's do). Exporters
+start by `order`, lowest first, so one whose verification overlaps the next export (TorchScript) goes first.
+
+Adding a format is one module that calls `register_format`, plus its file names in `contract.artifacts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modelship.contract.registry import Registry
+from modelship.export.build import Build, BuiltArtifact
+
+Finish = Callable[[], BuiltArtifact]
+
+
+@dataclass(frozen=True)
+class FormatExporter:
+    """`format`: the name `--torchscript` / `--onnx` / `--pt2` choose (ExportSpec.formats); `start(build)`: write
+    and verify this format's artifacts; `order`: when it starts among the formats asked for."""
+
+    format: str
+    start: Callable[[Build], list[Finish]]
+    order: int = 100
+
+
+FORMATS: Registry[FormatExporter] = Registry("export format")
+
+
+def register_format(exporter: FormatExporter) -> FormatExporter:
+    return FORMATS.add(exporter.format, exporter)
+
+
+def exporters_for(formats: tuple[str, ...]) -> list[FormatExporter]:
+    """The exporters of `formats`, by `order` (an unknown format is refused when ExportSpec is built)."""
+    from modelship.export.formats import onnx_format, pt2_format, torchscript_format  # noqa: F401 (registration)
+
+    return sorted((FORMATS[name] for name in formats if name in FORMATS), key=lambda exporter: exporter.order)

@@ -1,0 +1,156 @@
+"""The fp16 strategy, in one place: which parts of a model stay in fp32 so that its fp16 variant passes.
+
+- ONNX (`onnx_fp16`): convert the fp32 graph keeping in fp32 the nodes whose measured ranges leave float16's
+  (parity.fp16_ranges) and the modules of --fp16-keep; verify it twice, as ONNX Runtime runs it here and as fp16
+  really computes (fp16 rounding emulated at every node boundary, which a CPU run cannot show); on a failure retry
+  keeping more sensitive ops in fp32 (FP16_ATTEMPTS), then find the fewest modules of the failing region to keep
+  (bisection).
+- TorchScript (`torchscript_keep_modules`): half precision really computes on the CPU, so a failing verdict holds;
+  the modules whose own half computation diverges on the batch that failed are the ones to keep.
+
+The conversions themselves (half modules, the ONNX float16 converter) are export.fp16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import onnx
+import torch
+
+from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails
+from modelship.contract.iospec import IOSpec
+from modelship.export.build import Build
+from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, present_ops
+from modelship.export.onnx_export import Exported, cap_versions, set_metadata, write_model
+from modelship.parity import OnnxRuntimeRunner, ParityReport, ToleranceConfig
+from modelship.parity.fp16_ranges import (
+    emulate_fp16,
+    intermediate_ranges,
+    name_nodes,
+    node_module,
+    nodes_of,
+    out_of_range_nodes,
+)
+from modelship.parity.isolation import Worker
+
+
+def torchscript_keep_modules(build: Build, name: str, report: ParityReport) -> list[KeptModule]:
+    """The modules to keep in fp32 in a TorchScript fp16 artifact that failed, measured on the batch it failed."""
+    failed = build.verification.inputs[report.first_failed_set()]
+    with build.steps("measure fp16 ranges", name):
+        batch = tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)
+        return fp16_keep_modules(build.model, [batch])
+
+
+def onnx_fp16(build: Build, exported: Exported, io: IOSpec) -> tuple[ParityReport, OnnxDetails]:
+    """The fp16 variant of the `exported` fp32 ONNX model (see the module doc), its verdict and its details."""
+    worker = Worker(preload=("onnxruntime",))  # the CPU runs' child, importing while the ranges are measured
+    try:
+        return _onnx_fp16_in(build, exported, io, worker)
+    finally:
+        worker.close()
+
+
+def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) -> tuple[ParityReport, OnnxDetails]:
+    fp32 = exported.proto
+    name = "onnx_fp16"
+    name_nodes(fp32)
+    with build.steps("measure fp16 ranges", name):
+        kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, build.verification.inputs))
+    keep_modules = list(build.spec.fp16_keep)
+    nodes = [k.node for k in kept_nodes] + nodes_of(fp32, keep_modules)
+    attempts: list[Fp16Attempt] = []
+    kept: list[str] = []
+    report: ParityReport | None = None
+    block: tuple[str, ...] = ()
+    for reason, block in FP16_ATTEMPTS:
+        present = present_ops(fp32, block)
+        if attempts and present == kept:
+            continue  # this block list keeps no op the previous attempt converted: same graph
+        kept = present
+        report, cpu = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept), worker)
+        cpu_run = Fp16Run(cpu.passed, cpu.failures())
+        attempts.append(Fp16Attempt(kept, reason, report.passed, report.failures(), cpu_run))
+        if report.passed:
+            break
+    assert report is not None
+    if not report.passed:
+        with build.steps("bisect fp16 modules", name):
+            found = _bisect_fp16(build, fp32, block, nodes)
+        if found:
+            keep_modules += found
+            nodes += nodes_of(fp32, found)
+            report, _ = _fp16_attempt(build, fp32, io, block, nodes, f"modules {', '.join(found)}", worker)
+    details = replace(
+        exported.details,
+        nodes=build.nodes[name],
+        fp16_io=build.spec.fp16_io,
+        kept_fp32_ops=kept,
+        kept_fp32_nodes=list(kept_nodes),
+        fp16_keep=keep_modules,
+        fp16_verdict="fp16 rounding emulated at every node boundary, and ONNX Runtime CPU",
+        fp16_attempts=attempts,
+    )
+    return report, details
+
+
+def _fp16_attempt(
+    build: Build,
+    fp32: onnx.ModelProto,
+    io: IOSpec,
+    block: Sequence[str],
+    nodes: list[str],
+    label: str,
+    worker: Worker,
+) -> tuple[ParityReport, ParityReport]:
+    """Write the fp16 artifact keeping `block` ops and `nodes` in fp32; (the verdict, the CPU run's report). The
+    verdict fails when either the emulated fp16 run or ONNX Runtime's CPU run fails."""
+    name = "onnx_fp16"
+    with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
+        proto = convert_onnx_fp16(
+            fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
+        )
+        cap_versions(proto, build.target)
+        set_metadata(proto, build.provenance | {"precision": "fp16"})
+        build.hashes[name] = write_model(proto, build.path(name), external=build.external_data)
+        build.nodes[name] = len(proto.graph.node)
+    # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
+    runner = OnnxRuntimeRunner(build.path(name), io, name=name, isolated=True, fp16=True, worker=worker)
+    try:
+        cpu = build.verify(name, runner, "fp16")
+    finally:
+        runner.close()  # a child of its own only if the worker died
+    with build.steps(f"verify {name}", name):
+        real = build.verify_with(_emulated_runner(fp32, block, nodes), "fp16")
+    report = cpu if real.passed else real  # the failing one, so its reasons are the ones shown
+    report.passed = real.passed and cpu.passed
+    return report, cpu
+
+
+def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
+    """A runner of the fp16 artifact as float16 really computes (fp32 graph rounding at every fp16 boundary)."""
+    emulated = emulate_fp16(fp32, nodes, block).SerializeToString()
+    return OnnxRuntimeRunner(Path("fp16-emulated.onnx"), name="onnx_fp16", fp16=True, model=emulated)
+
+
+def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> list[str]:
+    """The fewest modules, from the first one that diverges onwards, whose nodes kept in fp32 make the emulated
+    fp16 run pass; [] when even all of them do not."""
+    from modelship.parity.localize import localize_onnx, minimal_keep
+
+    emulated = emulate_fp16(fp32, nodes, block)
+    first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
+    modules = list(dict.fromkeys(m for n in fp32.graph.node if (m := node_module(n))))
+    start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)
+    tolerance = ToleranceConfig.for_precision("fp16", build.spec.tolerances)
+
+    def passes(chosen: list[str]) -> bool:
+        runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen))
+        return build.verification.judge(runner, tolerance).passed
+
+    candidates = modules[start:]
+    return minimal_keep(candidates, passes) if candidates and passes(candidates) else []

@@ -1,0 +1,221 @@
+"""The export run: eager model -> every format asked for (export.formats; fp32, fp16) -> verified against eager ->
+export folder.
+
+Every artifact is compared with the eager model by the parity engine on the same seeded inputs, at every batch
+size asked for and at a second size of every other dynamic axis, with the compare function the task gives each
+output. Everything is built in a staging folder next to the destination (same filesystem) and moved into place only
+when every artifact passed, so a failed or interrupted export never leaves a half-written folder; `force` replaces
+an existing export by two renames.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from modelship import __version__
+from modelship.contract.artifacts import EXPORT_FILES, GOLDEN_FILE, SIDECAR_FILE
+from modelship.contract.errors import ExportError, ParityError, os_failure
+from modelship.contract.iospec import IOSpec
+from modelship.contract.manifest import Artifact, Manifest, Source, StepTiming, sha256_file
+from modelship.contract.opsets import resolve_opset, runtime_target
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
+from modelship.export.build import Build, Verification, make_verification
+from modelship.export.formats import exporters_for
+from modelship.export.io_resolve import base_sizes, discover_outputs, resolve_inputs, torch_inputs
+from modelship.export.labels import default_labels
+from modelship.export.onnx_export import LEGACY_MAX_OPSET, provenance_metadata
+from modelship.export.spec import ExportSpec
+from modelship.export.steps import Steps
+from modelship.parity import ParityReport, save_golden
+from modelship.tasks import choose_task
+
+
+@dataclass
+class ExportResult:
+    manifest: Manifest
+    folder: Path
+    reports: dict[str, ParityReport]
+    timings: list[StepTiming]
+
+
+def run_export(
+    model: nn.Module,
+    spec: ExportSpec,
+    *,
+    source: Source,
+    metadata: dict[str, Any] | None = None,
+    preprocess: PreprocessSpec | None = None,
+    sidecar: dict[str, Any] | None = None,
+    steps: Steps | None = None,
+) -> ExportResult:
+    """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
+
+    `metadata` is the checkpoint's metadata (may hold "io", "labels"); `preprocess` the model's preprocessing spec
+    when known (the loader's `LoadedModel.preprocess`); `sidecar` is written as checkpoint.json beside the
+    artifacts.
+    """
+    metadata = dict(metadata or {})
+    dest = spec.out_dir
+    refuse_existing(dest, spec.force)
+    target = runtime_target(spec.triton)
+    opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
+    model = model.eval()
+    steps = steps or Steps()
+
+    with steps("resolve inputs and outputs"):
+        resolved = resolve_inputs(
+            model,
+            arch=source.arch,
+            metadata=metadata,
+            preprocess=preprocess,
+            input_options=spec.input_options,
+            dynamic=spec.dynamic,
+        )
+        io = discover_outputs(model, resolved)
+        task = choose_task(io, spec.task or metadata.get("task"))
+    with steps("reference outputs (eager)"):
+        verification = make_verification(model, io, resolved, spec, task.output_kinds(io))
+    provenance = provenance_metadata(
+        name=spec.name,
+        checkpoint_sha256=source.sha256,
+        arch=source.arch,
+        version=__version__,
+        io=io.to_dict(),
+        preprocess=preprocess.to_dict() if preprocess is not None else None,
+    )
+    example = torch_inputs(io, base_sizes(resolved), spec.seed)
+
+    sweep(writable_parent(dest, "the export"))
+    staging = staging_folder(dest.parent, spec.name)
+    # TorchScript verifications run on a second thread while the other formats export: the eager half forward
+    # takes one core only (torch computes float16 on the CPU single-threaded) and the exporters mostly hold the GIL
+    # in Python. The thread only runs the reloaded ScriptModules; everything touching the eager model stays here.
+    background = ThreadPoolExecutor(1, thread_name_prefix="modelship-verify")
+    try:
+        build = Build(model, spec, io, example, verification, staging, steps, opset, target, provenance, background)
+        artifacts, reports = _build_artifacts(build)
+        failed = [name for name, report in reports.items() if not report.passed]
+        if failed:
+            failing = [(a, reports[a.name]) for a in artifacts if a.name in failed]
+            explained = _explain(staging, failing, model, io, verification)
+            raise ParityError(
+                f"{', '.join(failed)} differ{'s' if len(failed) == 1 else ''} from eager PyTorch beyond tolerance: "
+                + "; ".join(
+                    f"{name}: {', '.join(reports[name].failures()[:2])}"
+                    + (f" - {explained[name].lines()[0]}" if name in explained else "")
+                    for name in failed
+                ),
+                hint="see the parity table; loosen with --atol/--rtol/--fp16-atol/--fp16-rtol only if the "
+                "difference is acceptable",
+                details={
+                    "artifacts": {name: r.to_dict() for name, r in reports.items()},
+                    "failed": failed,
+                    "explain": {name: e.to_dict() for name, e in explained.items()},
+                },
+            )
+        save_golden(staging / GOLDEN_FILE, verification.inputs, verification.outputs)
+        if sidecar is not None:
+            (staging / SIDECAR_FILE).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
+        manifest = Manifest(
+            name=spec.name,
+            source=source,
+            io=io,
+            artifacts=artifacts,
+            task=task.name,
+            preprocess=preprocess,
+            labels=(metadata.get("labels") or default_labels(source.arch, io.outputs[0])) if task.labels else None,
+            golden=GOLDEN_FILE,
+            timings=list(steps.timings),
+            tool_version=__version__,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        manifest.write(staging)
+        _move_into_place(staging, dest, spec.force)
+    finally:
+        background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
+        shutil.rmtree(staging, ignore_errors=True)
+    return ExportResult(manifest, dest, reports, steps.timings)
+
+
+def _explain(
+    folder: Path,
+    failed: list[tuple[Artifact, ParityReport]],
+    model: nn.Module,
+    io: IOSpec,
+    verification: Verification,
+) -> dict[str, Any]:
+    """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
+    from modelship.export.explain import explain_artifact
+
+    explained = {}
+    for artifact, report in failed:
+        inputs = verification.inputs[report.first_failed_set()]
+        try:
+            explained[artifact.name] = explain_artifact(folder, artifact, model, io, inputs)
+        except Exception as exc:  # localisation is a diagnosis: its own failure must not hide the parity verdict
+            explained[artifact.name] = _not_localised(artifact.name, exc)
+    return explained
+
+
+def _not_localised(name: str, exc: Exception) -> Any:
+    from modelship.parity.localize import Explanation
+
+    return Explanation(name, None, 0, [f"could not localise: {type(exc).__name__}: {exc}"])
+
+
+def refuse_existing(dest: Path, force: bool) -> None:
+    """ExportError when `dest` exists and `force` is off (checked first, and again just before the move)."""
+    if dest.exists() and not force:
+        raise ExportError(
+            f"{dest} already exists",
+            hint="pass --force to replace it, or choose another --name/--out",
+            details={"folder": str(dest)},
+        )
+
+
+def _build_artifacts(build: Build) -> tuple[list[Artifact], dict[str, ParityReport]]:
+    """Every format's exporter started (export.formats, in their order), then each artifact finished and recorded
+    with its size, step times and sha256; artifacts in the order of EXPORT_FILES."""
+    finishing = [finish for exporter in exporters_for(build.spec.formats) for finish in exporter.start(build)]
+    artifacts, reports = [], {}
+    for finish in finishing:
+        built = finish()
+        path = build.path(built.name)
+        details = replace(built.details, bytes=path.stat().st_size, seconds=build.steps.seconds(built.name))
+        digest = build.hashes.get(built.name) or sha256_file(path)
+        file = EXPORT_FILES[built.name]
+        artifacts.append(Artifact(built.name, built.format, built.precision, file, digest, built.io, None, details))
+        reports[built.name] = built.report
+    order = list(EXPORT_FILES)
+    artifacts.sort(key=lambda a: order.index(a.name))
+    for artifact in artifacts:
+        artifact.parity = reports[artifact.name]
+    return artifacts, {a.name: reports[a.name] for a in artifacts}
+
+
+def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
+    """Rename the finished staging folder to `dest` with one journaled commit (contract.staging); with `force`, an
+    existing export is moved aside in the same commit and deleted once the new one is in place."""
+    if dest.exists() and not force:
+        refuse_existing(dest, force)
+    plan = Plan(staging_folder(dest.parent, dest.name, "replaced"))
+    if dest.exists():
+        plan.remove(dest)
+    plan.new(staging, dest)
+    try:
+        commit(plan, _unmovable)
+    finally:
+        shutil.rmtree(plan.folder, ignore_errors=True)
+
+
+def _unmovable(path: Path, exc: OSError) -> ExportError:
+    return os_failure(ExportError, exc, f"{path}: cannot move the export into place", "check the folder's permissions")

@@ -1,0 +1,185 @@
+"""What an artifact's exporter recorded about it, typed per format and tagged with it in manifest.json.
+
+Every format's details share the size, the step times and, for fp16 variants, what stayed in fp32; each format adds
+its own (`TorchScriptDetails`, `OnnxDetails`, `Pt2Details`, `AotiDetails`). `DETAIL_TYPES` maps an artifact format
+to its class, so a manifest reads back typed; a new format registers its class with `register_details`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+from modelship.contract.registry import Registry
+
+
+@dataclass(frozen=True)
+class KeptModule:
+    """A module an fp16 TorchScript artifact keeps in fp32, and why (its own half computation diverges)."""
+
+    module: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class KeptNode:
+    """An ONNX node an fp16 artifact keeps in fp32 and why (the tensor it writes or reads, and that tensor's range)."""
+
+    node: str
+    op: str
+    module: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Fp16Run:
+    """The verdict of one run of an fp16 conversion attempt (ONNX Runtime on this CPU)."""
+
+    passed: bool
+    failures: list[str]
+
+
+@dataclass(frozen=True)
+class Fp16Attempt:
+    """One fp16 conversion tried: the ops kept in fp32, why, its verdict, and ONNX Runtime's CPU run of it."""
+
+    kept_fp32: list[str]
+    reason: str
+    passed: bool
+    failures: list[str]
+    cpu_run: Fp16Run | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Fp16Attempt:
+        run = data.get("cpu_run")
+        return cls(
+            list(data.get("kept_fp32") or []),
+            str(data.get("reason", "")),
+            bool(data.get("passed")),
+            list(data.get("failures") or []),
+            Fp16Run(bool(run["passed"]), list(run.get("failures") or [])) if run else None,
+        )
+
+
+@dataclass
+class ArtifactDetails:
+    """What every format records: the file's size, seconds per step (script, export, convert, verify), and for an
+    fp16 variant whether it takes and returns float16 and the modules asked to stay in fp32 (--fp16-keep, plus
+    those ONNX's bisection found)."""
+
+    format: ClassVar[str] = ""
+    bytes: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    fp16_io: bool = False
+    fp16_keep: list[str] = field(default_factory=list)
+
+    def kept_in_fp32(self) -> dict[str, list[str]]:
+        """Module -> the ops kept in fp32 in it (empty: the whole module), for the export's summary."""
+        return {module: [] for module in self.fp16_keep}
+
+    def kept_reason(self) -> str | None:
+        """Why the first kept part was kept, when the export found it itself."""
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ArtifactDetails:
+        """The details as `to_dict` wrote them; keys this version does not know are left out."""
+        known = {f.name for f in fields(cls)}
+        return cls(**cls._typed({k: v for k, v in data.items() if k in known}))
+
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        return values
+
+
+D = TypeVar("D", bound=type[ArtifactDetails])
+DETAIL_TYPES: Registry[type[ArtifactDetails]] = Registry("artifact details type")
+
+
+def register_details(cls: D) -> D:
+    """Class decorator: the details of artifacts of format `cls.format` are `cls`."""
+    DETAIL_TYPES.add(cls.format, cls)
+    return cls
+
+
+def details_for(artifact_format: str, data: dict[str, Any] | None = None) -> ArtifactDetails:
+    """The details of an artifact of `artifact_format`, read from `data` (empty: the defaults)."""
+    return DETAIL_TYPES.get(artifact_format, ArtifactDetails).from_dict(dict(data or {}))
+
+
+@register_details
+@dataclass
+class TorchScriptDetails(ArtifactDetails):
+    """`method`: script or trace; `tracer_warnings`: what torch.jit.trace said; `kept_fp32_modules`: the modules an
+    fp16 variant keeps in fp32 because their half computation diverged."""
+
+    format: ClassVar[str] = "torchscript"
+    method: str = "script"
+    tracer_warnings: list[str] = field(default_factory=list)
+    kept_fp32_modules: list[KeptModule] = field(default_factory=list)
+
+    def kept_in_fp32(self) -> dict[str, list[str]]:
+        return {kept.module: [] for kept in self.kept_fp32_modules} | super().kept_in_fp32()
+
+    def kept_reason(self) -> str | None:
+        return self.kept_fp32_modules[0].reason if self.kept_fp32_modules else None
+
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        return values | {"kept_fp32_modules": [KeptModule(**k) for k in values.get("kept_fp32_modules") or []]}
+
+
+@register_details
+@dataclass
+class OnnxDetails(ArtifactDetails):
+    """The exporter and opset, the IR version written (and the one the exporter stamped), node count, whether the
+    weights are external data; for an fp16 variant the ops and nodes kept in fp32, every conversion attempt and how
+    its verdict was reached."""
+
+    format: ClassVar[str] = "onnx"
+    exporter: str = ""
+    opset: int | None = None
+    ir_version: int | None = None
+    exported_ir_version: int | None = None
+    nodes: int = 0
+    external_data: bool = False
+    kept_fp32_ops: list[str] = field(default_factory=list)
+    kept_fp32_nodes: list[KeptNode] = field(default_factory=list)
+    fp16_verdict: str = ""
+    fp16_attempts: list[Fp16Attempt] = field(default_factory=list)
+
+    def kept_in_fp32(self) -> dict[str, list[str]]:
+        modules: dict[str, list[str]] = {}
+        for node in self.kept_fp32_nodes:
+            modules.setdefault(node.module or "(top level)", []).append(node.op)
+        return modules | {m: modules.get(m, []) for m in self.fp16_keep}
+
+    def kept_reason(self) -> str | None:
+        return self.kept_fp32_nodes[0].reason if self.kept_fp32_nodes else None
+
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        return values | {
+            "kept_fp32_nodes": [KeptNode(**k) for k in values.get("kept_fp32_nodes") or []],
+            "fp16_attempts": [Fp16Attempt.from_dict(a) for a in values.get("fp16_attempts") or []],
+        }
+
+
+@register_details
+@dataclass
+class Pt2Details(ArtifactDetails):
+    """torch.export's ExportedProgram: nothing beyond the common details."""
+
+    format: ClassVar[str] = "pt2"
+
+
+@register_details
+@dataclass
+class AotiDetails(ArtifactDetails):
+    """An AOTInductor package: the compiler that built it."""
+
+    format: ClassVar[str] = "aoti"
+    compiler: str = "AOTInductor"

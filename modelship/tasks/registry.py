@@ -1,0 +1,89 @@
+"""The task registry: what kind of model an export is, and everything that follows from it.
+
+A task decides how each output is judged (the compare kind of each output, looked up in
+`modelship.parity.compare`), which preprocessing feeds it (`preprocessing`: an image spec today, "none" for
+tensors as they are), what a served model publishes beside its artifact (`labels`: labels.txt and Triton's
+classification extension on its first output) and how `modelship infer` shows an answer (`answer`). An export
+records its task in manifest.json; `export-model --task` chooses it, else the checkpoint's metadata ("task"), else
+the first registered task that claims the model's outputs, else `classification`.
+
+Adding a task is one module that calls `register_task` (see `classification.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.manifest import DEFAULT_TASK
+from modelship.contract.registry import Registry
+
+PREPROCESSING = ("image", "none")  # what turns a request into model inputs: a PreprocessSpec on images, or nothing
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One entry of an answer `modelship infer` shows: the class `index`, its `label`, the raw `score` and the
+    `probability` the task derives from it."""
+
+    index: int
+    label: str
+    score: float
+    probability: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"index": self.index, "label": self.label, "score": self.score, "probability": self.probability}
+
+
+Answer = Callable[[np.ndarray, Sequence[str] | None, int], list[list[Prediction]]]
+
+
+@dataclass(frozen=True)
+class Task:
+    """`output_kind(spec)`: the compare kind of one output; `claims(io)`: whether a model with this I/O is of this
+    task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
+    no answer to show yet)."""
+
+    name: str
+    description: str
+    output_kind: Callable[[TensorSpec], str]
+    claims: Callable[[IOSpec], bool] = lambda io: False
+    preprocessing: str = "image"
+    labels: bool = False
+    answer: Answer | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"a task name is a plain name (letters, digits, - and _), got {self.name!r}")
+        if self.preprocessing not in PREPROCESSING:
+            known = ", ".join(PREPROCESSING)
+            raise ValueError(f"task preprocessing must be one of {known}, got {self.preprocessing!r}")
+
+    def output_kinds(self, io: IOSpec) -> dict[str, str]:
+        """Output name -> compare kind, for every output of `io`."""
+        return {spec.name: self.output_kind(spec) for spec in io.outputs}
+
+
+TASKS: Registry[Task] = Registry("task")
+
+
+def register_task(task: Task) -> Task:
+    """Add `task` under its name; another task under a name already taken is refused."""
+    return TASKS.add(task.name, task)
+
+
+def get_task(name: str) -> Task:
+    """The registered task `name`, or a UsageError naming the tasks there are."""
+    return TASKS.find(name)
+
+
+def choose_task(io: IOSpec, requested: str | None = None) -> Task:
+    """`requested` when given (--task, or the checkpoint's metadata), else the first task registered after the
+    default that claims `io`, else the default."""
+    if requested:
+        return get_task(requested)
+    claiming = [task for name, task in TASKS.items() if name != DEFAULT_TASK and task.claims(io)]
+    return claiming[0] if claiming else get_task(DEFAULT_TASK)

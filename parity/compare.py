@@ -1,0 +1,75 @@
+"""Compare functions, registered by output kind: how one kind of output is judged against its reference.
+
+A task names the kind of each of its outputs (`modelship.tasks`); the engine looks the kind up here. A compare
+function turns (reference array, candidate array, tolerance) into an `OutputResult`, pools one output's results over
+the input sets, and says what a missing output scores. Built in:
+
+- `logits`: element-wise tolerance, cosine floor, and top-1 / top-k agreement for classifier-shaped outputs;
+- `tensor`: element-wise tolerance and cosine floor only (features, any other float tensor).
+
+A new kind (masks by agreement, boxes matched one to one, embeddings by similarity) is one module that calls
+`register_compare` and registers its result type (`contract.parity_report.register_result`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelship.contract.parity_report import OutputResult
+from modelship.contract.registry import Registry
+from modelship.parity import metrics
+from modelship.parity.tolerance import Tolerance
+
+
+@dataclass(frozen=True)
+class CompareFunction:
+    """`compare(name, reference, candidate, tolerance)` judges one input set; `aggregate(results, tolerance)`
+    pools an output's results over every set (worst case); `missing(name, reference, reason)` is the failed
+    result of an output the candidate did not give or gave in another shape."""
+
+    kind: str
+    description: str
+    compare: Callable[[str, np.ndarray, np.ndarray, Tolerance], OutputResult]
+    aggregate: Callable[[Sequence[OutputResult], Tolerance], OutputResult]
+    missing: Callable[[str, np.ndarray, str], OutputResult]
+
+    def __post_init__(self) -> None:
+        if not self.kind or not self.kind.replace("_", "").isalnum():
+            raise ValueError(f"a compare kind is a plain name (letters, digits, _), got {self.kind!r}")
+
+
+COMPARE_FUNCTIONS: Registry[CompareFunction] = Registry("output kind")
+
+
+def register_compare(function: CompareFunction) -> CompareFunction:
+    """Add a compare function under its kind; a second function for a kind already taken is refused."""
+    return COMPARE_FUNCTIONS.add(function.kind, function)
+
+
+def compare_function(kind: str) -> CompareFunction:
+    """The compare function of `kind`, or a UsageError naming the kinds there are."""
+    return COMPARE_FUNCTIONS.find(kind)
+
+
+register_compare(
+    CompareFunction(
+        "logits",
+        "element-wise tolerance, cosine, and top-1 / top-k agreement on classifier-shaped outputs",
+        metrics.compare_arrays,
+        metrics.aggregate,
+        metrics.unmatched,
+    )
+)
+register_compare(
+    CompareFunction(
+        "tensor",
+        "element-wise tolerance and cosine",
+        functools.partial(metrics.compare_arrays, topk=False),
+        metrics.aggregate,
+        functools.partial(metrics.unmatched, topk=False),
+    )
+)
