@@ -42,6 +42,7 @@ from modelship.serve.ensemble import (
     stage_preprocess_files,
     warmup_image,
 )
+from modelship.serve.object_store import is_object_store
 from modelship.serve.triton_config import (
     LABELS_FILE,
     ServingOptions,
@@ -431,3 +432,12 @@ def _external_data(export_dir: Path, art: Artifact) -> list[Path]:
     if art.format != "onnx":
         return []
     return [p for p in [export_dir / f"{art.file}.data"] if p.is_file()]
+
+
+def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> PublishResult:
+    """Publish into a local folder (`publish_export`) or an s3:// location (serve.s3_publish)."""
+    if is_object_store(repo):
+        from modelship.serve.s3_publish import publish_to_s3
+
+        return publish_to_s3(export_dir, str(repo), options)
+    return publish_export(export_dir, Path(repo), **options.kwargs())

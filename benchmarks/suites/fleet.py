@@ -52,8 +52,7 @@ def run(ws: Workspace) -> list[Row]:
 
 def _publish(folder: Path, repo: str, key: str, version: int) -> None:
     """Publish the export's ONNX artifact as `<key>_onnx` (the export folder may be named `<key>_fp16`)."""
-    from modelship.cli.publish import publish_to
-    from modelship.serve.publish import PublishOptions
+    from modelship.serve.publish import PublishOptions, publish_to
 
     publish_to(repo, folder, PublishOptions(name=key, artifacts=("onnx",), version=version, pipeline=None))
 

@@ -302,8 +302,7 @@ def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
 def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]:
     """Publish the verified export (serve.publish's default repository unless REPO, a folder or s3://, is given)."""
     try:
-        from modelship.cli.publish import publish_to
-        from modelship.serve.publish import DEFAULT_REPO, PublishOptions
+        from modelship.serve.publish import DEFAULT_REPO, PublishOptions, publish_to
     except ImportError as exc:
         raise PublishError(
             f"publishing is not available: {exc}", hint="publish later with `modelship publish`"

@@ -10,8 +10,7 @@ from rich.table import Table
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
 from modelship.serve.ensemble import STOCK_DOCKERFILE
-from modelship.serve.object_store import is_object_store
-from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, PublishOptions, PublishResult, publish_export
+from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, PublishOptions, publish_to
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
@@ -132,12 +131,3 @@ def publish_command(
     if any(model.artifact == "preprocess" for model in result.models):
         click.echo(f"stock Triton needs Pillow for the preprocess model; build the image with:\n{STOCK_DOCKERFILE}")
     click.echo(f"serve it: modelship serve --repo {result.repo}")
-
-
-def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> PublishResult:
-    """Publish into a local folder (serve.publish) or an s3:// location (serve.s3_publish)."""
-    if is_object_store(repo):
-        from modelship.serve.s3_publish import publish_to_s3
-
-        return publish_to_s3(export_dir, str(repo), options)
-    return publish_export(export_dir, Path(repo), **options.kwargs())

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import signal
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import click
 
+from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
@@ -20,73 +22,110 @@ from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, pr
 from modelship.serve.supervisor import Supervisor
 
 
+@dataclass(frozen=True)
+class ServeFlags:
+    """Where and how `modelship serve` runs the server; checked before anything starts."""
+
+    repo: str
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+    host: str
+    models: tuple[str, ...]
+    strict: bool
+    expose_repository_api: bool
+    api_key_file: Path | None
+    log_file: Path | None
+    verbose: bool
+
+    def __post_init__(self) -> None:
+        for name in self.models:
+            repository.check_model_name(name)
+        if not is_object_store(self.repo) and not Path(self.repo).is_dir():
+            raise UsageError(
+                f"{self.repo}: no model repository here", hint="publish into it first with `modelship publish`"
+            )
+
+    def server(self) -> TritonServer:
+        return TritonServer(
+            self.repo,
+            host=self.host,
+            http_port=self.http_port,
+            grpc_port=self.grpc_port,
+            metrics_port=self.metrics_port,
+            explicit_models=list(self.models) or None,
+            repository_api=is_loopback(self.host) or bool(self.models),
+            expose_repository_api=self.expose_repository_api,
+            api_key_file=self.api_key_file,
+            strict=self.strict,
+            log_file=self.log_file,
+            verbose=self.verbose,
+        )
+
+
+serve_flags = flag_group(
+    "flags",
+    [
+        click.option(
+            "--repo",
+            default=str(DEFAULT_REPO),
+            show_default=True,
+            metavar="DIR|s3://BUCKET/PREFIX",
+            help="Triton model repository to serve: a folder, or S3-compatible object storage read by tritonserver "
+            "itself (s3://host:port/bucket/prefix for a custom endpoint, or AWS_ENDPOINT_URL; credentials from "
+            "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
+        ),
+        click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port."),
+        click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port."),
+        click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port."),
+        click.option(
+            "--host",
+            default="127.0.0.1",
+            show_default=True,
+            help="Address to bind. 0.0.0.0 exposes the server to the network (then the repository API stays closed).",
+        ),
+        click.option(
+            "--model",
+            "models",
+            multiple=True,
+            metavar="NAME",
+            help="Load only this model (explicit model control; repeat). Default: every model in the repository.",
+        ),
+        click.option(
+            "--strict",
+            is_flag=True,
+            help="Fail unless every model loads (default: serve the models that load and name the ones that failed).",
+        ),
+        click.option(
+            "--expose-repository-api",
+            is_flag=True,
+            help="Allow Triton's repository API (model load/unload, which can run code) on a non-loopback --host. It "
+            "is always behind a secret header whose value is in --api-key-file.",
+        ),
+        click.option(
+            "--api-key-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help=f"Where to write the secret that opens the repository, logging, trace and shared-memory APIs (mode "
+            f"0600; sent as header {API_KEY_HEADER}). Default: a new "
+            "file under $XDG_RUNTIME_DIR/modelship or ~/.cache/modelship/servers, removed at exit.",
+        ),
+        click.option(
+            "--log-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Where Triton's own log goes (default: a new file under the temp folder; its path is printed).",
+        ),
+        click.option("--verbose", is_flag=True, help="Triton's verbose log on this terminal instead of a log file."),
+    ],
+    ServeFlags,
+)
+
+
 @click.command("serve", cls=GuardedCommand)
-@click.option(
-    "--repo",
-    default=str(DEFAULT_REPO),
-    show_default=True,
-    metavar="DIR|s3://BUCKET/PREFIX",
-    help="Triton model repository to serve: a folder, or S3-compatible object storage read by tritonserver itself "
-    "(s3://host:port/bucket/prefix for a custom endpoint, or AWS_ENDPOINT_URL; credentials from AWS_ACCESS_KEY_ID, "
-    "AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
-)
-@click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port.")
-@click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port.")
-@click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port.")
-@click.option(
-    "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address to bind. 0.0.0.0 exposes the server to the network (then the repository API stays closed).",
-)
-@click.option(
-    "--model",
-    "models",
-    multiple=True,
-    metavar="NAME",
-    help="Load only this model (explicit model control; repeat). Default: every model in the repository.",
-)
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Fail unless every model loads (default: serve the models that load and name the ones that failed).",
-)
-@click.option(
-    "--expose-repository-api",
-    is_flag=True,
-    help="Allow Triton's repository API (model load/unload, which can run code) on a non-loopback --host. It is "
-    "always behind a secret header whose value is in --api-key-file.",
-)
-@click.option(
-    "--api-key-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help=f"Where to write the secret that opens the repository, logging, trace and shared-memory APIs (mode 0600; "
-    f"sent as header {API_KEY_HEADER}). Default: a new "
-    "file under $XDG_RUNTIME_DIR/modelship or ~/.cache/modelship/servers, removed at exit.",
-)
-@click.option(
-    "--log-file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Where Triton's own log goes (default: a new file under the temp folder; its path is printed).",
-)
-@click.option("--verbose", is_flag=True, help="Triton's verbose log on this terminal instead of a log file.")
+@serve_flags
 @json_option
-def serve_command(
-    repo: str,
-    http_port: int,
-    grpc_port: int,
-    metrics_port: int,
-    host: str,
-    models: tuple[str, ...],
-    strict: bool,
-    expose_repository_api: bool,
-    api_key_file: Path | None,
-    log_file: Path | None,
-    verbose: bool,
-    as_json: bool,
-) -> None:
+def serve_command(flags: ServeFlags, as_json: bool) -> None:
     """Serve a model repository with a local Triton Inference Server (2.51, from nvidia-pytriton) until Ctrl-C.
 
     ONNX and TorchScript models run through modelship's Python-based `onnxruntime` and `pytorch` backends (the
@@ -99,25 +138,8 @@ def serve_command(
     behind a secret header (needed for --model and for reloads); on other addresses it stays closed unless
     --expose-repository-api.
     """
-    for name in models:
-        repository.check_model_name(name)
-    if not is_object_store(repo) and not Path(repo).is_dir():
-        raise UsageError(f"{repo}: no model repository here", hint="publish into it first with `modelship publish`")
-    server = TritonServer(
-        repo,
-        host=host,
-        http_port=http_port,
-        grpc_port=grpc_port,
-        metrics_port=metrics_port,
-        explicit_models=list(models) or None,
-        repository_api=is_loopback(host) or bool(models),
-        expose_repository_api=expose_repository_api,
-        api_key_file=api_key_file,
-        strict=strict,
-        log_file=log_file,
-        verbose=verbose,
-    )
-    restored = _recover_interrupted_publish(repo)
+    server = flags.server()
+    restored = _recover_interrupted_publish(flags.repo)
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: FrameType | None) -> None:
@@ -127,11 +149,11 @@ def serve_command(
 
     previous = signal.signal(signal.SIGTERM, request_stop)
     previous_int = signal.getsignal(signal.SIGINT)
-    click.echo(f"starting tritonserver on {repo} ...", err=True)
+    click.echo(f"starting tritonserver on {flags.repo} ...", err=True)
     try:
         server.start()  # Ctrl-C here interrupts the start (KeyboardInterrupt)
         signal.signal(signal.SIGINT, request_stop)  # from now on Ctrl-C asks the supervisor to stop
-        summary = _summary(server, http_port, grpc_port, metrics_port, restored)
+        summary = _summary(server, flags, restored)
         if as_json:
             emit_json(summary)
         else:
@@ -156,7 +178,7 @@ def _recover_interrupted_publish(repo: str) -> list[str]:
         return repository.recover(Path(repo))
 
 
-def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored: list[str]) -> dict[str, Any]:
+def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> dict[str, Any]:
     """What is served, what failed and why; ServeError when nothing loaded."""
     wanted = server.explicit_models
     index = [m for m in server.model_index() if wanted is None or m["name"] in wanted]
@@ -186,7 +208,7 @@ def _summary(server: TritonServer, http: int, grpc: int, metrics: int, restored:
             {"header": API_KEY_HEADER, "key_file": str(server.api_key_file)} if server.repository_api else None
         ),
         "log_file": None if server.verbose else str(server.log_file),
-        "production_command": production_command(server.repo, http, grpc, metrics),
+        "production_command": production_command(server.repo, flags.http_port, flags.grpc_port, flags.metrics_port),
         "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(loaded) else None,
     }
 
