@@ -53,6 +53,11 @@ def test_manifest_round_trip(tmp_path) -> None:
         again.artifact("nope")
     with pytest.raises(ModelshipError, match=r"no manifest\.json"):
         Manifest.read(tmp_path / "missing")
+    assert again.task == "classification" and again.artifact("onnx").details.format == "onnx"
+    newer = {**manifest.to_dict(), "schema_version": 99}
+    (tmp_path / "manifest.json").write_text(json.dumps(newer))
+    with pytest.raises(ModelshipError, match="schema_version 99: this modelship reads versions 1 to 1; re-export"):
+        Manifest.read(tmp_path)
 
 
 def test_flatten_outputs_names() -> None:

@@ -151,6 +151,12 @@ class Manifest:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Manifest:
+        version = data.get("schema_version", SCHEMA_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {version!r}: this modelship reads versions 1 to {SCHEMA_VERSION}; re-export, or "
+                "upgrade modelship for a newer manifest"
+            )
         return cls(
             name=data["name"],
             source=Source(**data["source"]),
@@ -163,7 +169,7 @@ class Manifest:
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
             tool_version=data.get("tool_version", ""),
             created=data.get("created", ""),
-            schema_version=data.get("schema_version", SCHEMA_VERSION),
+            schema_version=version,
         )
 
     def write(self, folder: Path) -> Path:
