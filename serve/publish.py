@@ -142,20 +142,28 @@ def publish_export(
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
         _check_labels(art, label_list)
-    pipe = _pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
-    if isinstance(pipe, str):
-        result.notes.append(pipe)
-        pipe = None
+    pipe, note = _pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
+    result.notes += [note] if note else []
     with repository.locked(repo):
-        plan = repository.Plan(repository.staging_dir(repo))
+        staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list)
         for art in chosen:
-            result.models.append(
-                _stage(plan, export_dir, repo, manifest, art, model_names[art.name], options, version, label_list)
-            )
+            result.models.append(_stage(staged, export_dir, manifest, art, model_names[art.name]))
         if pipe is not None:
-            result.models += _stage_pipeline(plan, repo, pipe, options, version, label_list)
-        repository.commit(plan)
+            result.models += _stage_pipeline(staged, pipe)
+        repository.commit(staged.plan)
     return result
+
+
+@dataclass(frozen=True)
+class _Staging:
+    """What every model staged by one publish shares: the commit plan, the repository, how models are served,
+    the version asked for and the labels."""
+
+    plan: repository.Plan
+    repo: Path
+    options: ServingOptions
+    version: int | None
+    labels: list[str] | None
 
 
 def _pipeline_plan(
@@ -165,11 +173,11 @@ def _pipeline_plan(
     base: str,
     artifact: str | None,
     task: Task,
-) -> PipelinePlan | str | None:
-    """The pipeline to publish, None when not wanted, or (by default only) the reason there is none: asked for
-    explicitly, a pipeline that cannot be built is an error."""
+) -> tuple[PipelinePlan | None, str | None]:
+    """The pipeline to publish (None when not wanted or, by default only, impossible) and the note saying why there
+    is none; asked for explicitly, a pipeline that cannot be built is an error."""
     if artifact is None:
-        return None
+        return None, None
     explicit = artifact != AUTO_PIPELINE
     artifact = AUTO_PIPELINE_ARTIFACT if artifact == AUTO_PIPELINE else artifact
     published = {a.name: a for a in chosen}
@@ -183,11 +191,11 @@ def _pipeline_plan(
             )
         for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX):
             repository.check_model_name(base + suffix)
-        return plan_pipeline(base, model_names[artifact], published[artifact], manifest.preprocess)
+        return plan_pipeline(base, model_names[artifact], published[artifact], manifest.preprocess), None
     except PublishError as exc:
         if explicit:
             raise
-        return f"no {base}{PIPELINE_SUFFIX}: {exc.message}"
+        return None, f"no {base}{PIPELINE_SUFFIX}: {exc.message}"
 
 
 def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
@@ -246,21 +254,12 @@ def _check_labels(art: Artifact, labels: list[str] | None) -> None:
         )
 
 
-def _stage(
-    plan: repository.Plan,
-    export_dir: Path,
-    repo: Path,
-    manifest: Manifest,
-    art: Artifact,
-    model_name: str,
-    options: ServingOptions,
-    version: int | None,
-    labels: list[str] | None,
-) -> PublishedModel:
+def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact, model_name: str) -> PublishedModel:
     """Write one model's version folder and model-level files into the plan's staging folder (verified against
-    the manifest) and add the renames that install them to the plan. Nothing in `repo` changes here."""
+    the manifest) and add the renames that install them to the plan. Nothing in the repository changes here."""
+    repo, options, labels = staged.repo, staged.options, staged.labels
     model_dir = repo / model_name
-    number = repository.choose_version(model_dir, version)
+    number = repository.choose_version(model_dir, staged.version)
     config = build_config(
         model_name,
         art,
@@ -296,19 +295,13 @@ def _stage(
         model_files[LABELS_FILE] = "\n".join(labels) + "\n"
     if manifest.preprocess is not None:
         model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess.to_dict(), indent=2) + "\n"
-    path = _install(plan, repo, model_name, number, files, model_files)
+    path = _install(staged.plan, repo, model_name, number, files, model_files)
     return PublishedModel(model_name, art.name, number, path, model_dir / CONFIG_FILE, art.sha256)
 
 
-def _stage_pipeline(
-    plan: repository.Plan,
-    repo: Path,
-    pipe: PipelinePlan,
-    options: ServingOptions,
-    version: int | None,
-    labels: list[str] | None,
-) -> list[PublishedModel]:
-    """Stage `<name>_preprocess` and the ensemble `<name>_pipeline` (serve.pipeline) into the plan."""
+def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel]:
+    """Stage `<name>_preprocess` and the ensemble `<name>_pipeline` (serve.ensemble) into the plan."""
+    plan, repo, options, version, labels = staged.plan, staged.repo, staged.options, staged.version, staged.labels
     published = []
     preprocess_number = repository.choose_version(repo / pipe.preprocess_name, version)
     warmup = {f"{WARMUP_DIR}/{IMAGE}": serialized_bytes([warmup_image()])}
