@@ -215,6 +215,17 @@ def _current_config(client: Any, target: Target, model: str) -> dict:
         ) from None
 
 
+def _failure(target: Target, what: str, exc: Exception) -> ServeError:
+    """Why `what` failed on `target`. A server that went away says so the way every client of the project does
+    ("cannot reach a Triton server"), whichever step it died in."""
+    if isinstance(exc, OSError) or "connect" in str(exc).lower():
+        return ServeError(
+            f"cannot reach a Triton server at {target.url} while {what} ({type(exc).__name__})",
+            hint="the server stopped during the rollout; the servers already changed are rolled back",
+        )
+    return ServeError(f"{target.url}: {what} failed ({str(exc)[:200]})")
+
+
 def _versions(config: dict) -> list[int]:
     """The versions a config lets the server load (empty for 'latest'/'all' policies: the server decides)."""
     return [int(v) for v in config.get("version_policy", {}).get("specific", {}).get("versions", [])]
@@ -224,7 +235,7 @@ def _load(client: Any, target: Target, model: str, config: dict) -> None:
     try:
         client.load_model(model, headers=target.headers, config=json.dumps(config))
     except Exception as exc:
-        raise ServeError(f"{target.url}: loading {model} failed ({str(exc)[:200]})") from None
+        raise _failure(target, f"loading {model}", exc) from None
 
 
 def _wait_ready(client: Any, target: Target, model: str, version: int, timeout_s: float) -> None:
@@ -234,7 +245,7 @@ def _wait_ready(client: Any, target: Target, model: str, version: int, timeout_s
             if client.is_model_ready(model, str(version), headers=target.headers):
                 return
         except Exception as exc:
-            raise ServeError(f"{target.url}: no answer while {model} version {version} loads ({exc})") from None
+            raise _failure(target, f"waiting for {model} version {version} to load", exc) from None
         if time.monotonic() > deadline:
             raise ServeError(f"{target.url}: {model} version {version} not ready after {timeout_s:.0f} s")
         time.sleep(0.2)
