@@ -25,11 +25,10 @@ from modelship.parity import (
     RunResults,
     ToleranceConfig,
     TorchRunner,
-    compare_results,
     input_sets,
+    judge_runner,
     random_inputs,
     reference_results,
-    run_sets,
 )
 
 
@@ -49,8 +48,7 @@ class Verification:
 
     def judge(self, runner: Runner, tolerance: ToleranceConfig) -> ParityReport:
         """`runner` on every input set, judged against the eager results."""
-        results = run_sets(runner, self.inputs, self.labels)
-        return compare_results(self.eager, results, self.inputs, self.labels, tolerance, self.kinds)
+        return judge_runner(self.eager, runner, self.inputs, self.labels, tolerance, self.kinds)
 
 
 def make_verification(

@@ -14,7 +14,7 @@ from modelship.contract.manifest import MANIFEST_NAME, Manifest
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import RunResults, ToleranceConfig
-from modelship.parity.engine import compare_results, reference_results, run_sets
+from modelship.parity.engine import judge_runner, reference_results
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.runner_protocol import Runner, Tensors
 
@@ -61,12 +61,13 @@ class Reference:
     def judge(self, runner: Runner, tolerance: ToleranceConfig, kinds: dict[str, str]) -> ParityReport:
         """`runner` run on the sets it takes (image files only, for a served pipeline) and judged; whatever it
         raises while running is its failed report (`run_sets`)."""
-        chosen = [i for i, inputs in enumerate(self.sets) if runner.takes == "tensors" or IMAGES in inputs]
+        takes = runner.takes
+        chosen = [i for i, inputs in enumerate(self.sets) if takes == "tensors" or IMAGES in inputs]
         if not chosen:
             raise UsageError(f"{runner.name} takes encoded images", hint="compare it with --images DIR")
         sets, labels = [self.sets[i] for i in chosen], [self.labels[i] for i in chosen]
         expected = RunResults(self.name, [self.results.outputs[i] for i in chosen], self.results.seconds)
-        return compare_results(expected, run_sets(runner, sets, labels), sets, labels, tolerance, kinds)
+        return judge_runner(expected, runner, sets, labels, tolerance, kinds)
 
 
 def build_reference(

@@ -186,20 +186,16 @@ def _build_artifacts(build: Build) -> tuple[list[Artifact], dict[str, ParityRepo
     """Every format's exporter started (export.formats, in their order), then each artifact finished and recorded
     with its size, step times and sha256; artifacts in the order of EXPORT_FILES."""
     finishing = [finish for exporter in exporters_for(build.spec.formats) for finish in exporter.start(build)]
-    artifacts, reports = [], {}
-    for finish in finishing:
-        built = finish()
-        path = build.path(built.name)
-        details = replace(built.details, bytes=path.stat().st_size, seconds=build.steps.seconds(built.name))
-        digest = build.hashes.get(built.name) or sha256_file(path)
-        file = EXPORT_FILES[built.name]
-        artifacts.append(Artifact(built.name, built.format, built.precision, file, digest, built.io, None, details))
-        reports[built.name] = built.report
     order = list(EXPORT_FILES)
-    artifacts.sort(key=lambda a: order.index(a.name))
-    for artifact in artifacts:
-        artifact.parity = reports[artifact.name]
-    return artifacts, {a.name: reports[a.name] for a in artifacts}
+    built = sorted((finish() for finish in finishing), key=lambda b: order.index(b.name))
+    artifacts = []
+    for art in built:
+        path = build.path(art.name)
+        details = replace(art.details, bytes=path.stat().st_size, seconds=build.steps.seconds(art.name))
+        digest = build.hashes.get(art.name) or sha256_file(path)
+        file = EXPORT_FILES[art.name]
+        artifacts.append(Artifact(art.name, art.format, art.precision, file, digest, art.io, art.report, details))
+    return artifacts, {art.name: art.report for art in built}
 
 
 def _move_into_place(staging: Path, dest: Path, force: bool) -> None:

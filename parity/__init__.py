@@ -6,7 +6,14 @@ the runners that use them.
 
 from modelship.contract.parity_report import OutputMetrics, ParityReport
 from modelship.parity.compare import COMPARE_FUNCTIONS, CompareFunction, compare_function, register_compare
-from modelship.parity.engine import RunResults, compare_results, compare_runners, reference_results, run_sets
+from modelship.parity.engine import (
+    RunResults,
+    compare_results,
+    compare_runners,
+    judge_runner,
+    reference_results,
+    run_sets,
+)
 from modelship.parity.golden import load_golden, save_golden
 from modelship.parity.inputs import input_sets, random_inputs
 from modelship.parity.isolation import IsolatedRunner
@@ -36,6 +43,7 @@ __all__ = [
     "compare_results",
     "compare_runners",
     "input_sets",
+    "judge_runner",
     "load_golden",
     "make_session",
     "random_inputs",

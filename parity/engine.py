@@ -92,6 +92,18 @@ def compare_results(
     )
 
 
+def judge_runner(
+    reference: RunResults,
+    runner: Runner,
+    input_sets: Sequence[Tensors],
+    labels: Sequence[str],
+    tolerance: ToleranceConfig,
+    kinds: Mapping[str, str] | None = None,
+) -> ParityReport:
+    """`runner` on every input set (`run_sets`), judged against the reference's results (`compare_results`)."""
+    return compare_results(reference, run_sets(runner, input_sets, labels), input_sets, labels, tolerance, kinds)
+
+
 def compare_runners(
     reference: Runner,
     candidate: Runner,
@@ -101,13 +113,11 @@ def compare_runners(
     labels: Sequence[str] | None = None,
     kinds: Mapping[str, str] | None = None,
 ) -> ParityReport:
-    """Run both runners on every input set and judge the candidate (`reference_results` and `run_sets`, then
-    `compare_results`)."""
+    """Run both runners on every input set and judge the candidate (`reference_results`, then `judge_runner`)."""
     if not input_sets:
         raise ValueError("compare_runners needs at least one input set")
     labels = list(labels) if labels is not None else [f"#{i} batch {batch_size(s)}" for i, s in enumerate(input_sets)]
-    expected = reference_results(reference, input_sets)
-    return compare_results(expected, run_sets(candidate, input_sets, labels), input_sets, labels, tolerance, kinds)
+    return judge_runner(reference_results(reference, input_sets), candidate, input_sets, labels, tolerance, kinds)
 
 
 def _compare_one(
