@@ -1,9 +1,8 @@
-"""What the fleet tests share: the model they roll out, golden data as export-model writes it, the rollout command
-over a fleet's servers, and the versions a server serves."""
+"""What the fleet tests share: the model they roll out, the rollout command over a fleet's servers, and the versions
+a server serves."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -12,27 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from modelship.contract.manifest import Manifest
-from modelship.parity import OnnxRuntimeRunner, save_golden
 from tests.cli_contract import invoke, port_flags
 from tests.processes import ready_json
 
 MODEL = "tiny_onnx"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SERVE = (sys.executable, "-c", "from modelship.cli.main import main; main()", "serve", "--json")
-
-
-def with_golden(folder: Path) -> Path:
-    """The export's golden data, as export-model writes it: seeded inputs and the ONNX artifact's outputs."""
-    manifest = Manifest.read(folder)
-    rng = np.random.default_rng(0)
-    inputs = [{"image": rng.standard_normal((b, 3, 16, 16)).astype(np.float32)} for b in (1, 3)]
-    runner = OnnxRuntimeRunner(folder / "model.onnx", manifest.artifact("onnx").io, name="onnx")
-    save_golden(folder / "golden.npz", inputs, [runner.run(i) for i in inputs])
-    dataclasses.replace(manifest, golden="golden.npz").write(folder)
-    return folder
 
 
 def rollout(fleet: dict, version: int, *extra: object) -> tuple[int, dict]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fleet_support import MODEL, rollout, serving, with_golden
+from fleet_support import MODEL, rollout, serving
 from serve_exports import write_export
 
 from modelship.serve.server import TritonServer
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("fleet")
-    good = with_golden(write_export(root / "good" / "tiny"))
+    good = write_export(root / "good" / "tiny")
     broken = write_export(root / "broken" / "tiny", seed=7)  # same name and I/O, other weights
     with moto_server() as store:
         url = store.url("fleet")

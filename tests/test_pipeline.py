@@ -107,7 +107,7 @@ def test_publish_writes_the_preprocess_model_and_the_ensemble(published: tuple[P
     steps = [(s.model_name, dict(s.input_map), dict(s.output_map)) for s in pipe.ensemble_scheduling.step]
     assert steps == [
         ("tiny_preprocess", {IMAGE: IMAGE}, {PIXELS: "pixels"}),
-        ("tiny_onnx", {"image": "pixels"}, {"logits": "logits"}),
+        ("tiny_onnx", {"image": "pixels"}, {"output": "output"}),
     ]
     assert pipe.output[0].label_filename == "labels.txt" and (repo / "tiny_pipeline" / "1").is_dir()
 
@@ -126,18 +126,18 @@ def test_server_side_preprocessing_equals_torchvision_bit_for_bit(client, report
 
 def test_the_pipeline_answers_as_the_model_on_client_side_preprocessing(client) -> None:
     photos = [PHOTOS["chelsea.png"], PHOTOS["coffee_exif.jpg"]]
-    served = client.infer("tiny_pipeline", [encoded(*photos)]).as_numpy("logits")
+    served = client.infer("tiny_pipeline", [encoded(*photos)]).as_numpy("output")
     images = [decode_image(p) for p in photos]
     tensor = httpclient.InferInput("image", [2, 3, 16, 16], "FP32")
     tensor.set_data_from_numpy(preprocess_images(images, PREPROCESS))
-    direct = client.infer("tiny_onnx", [tensor]).as_numpy("logits")
+    direct = client.infer("tiny_onnx", [tensor]).as_numpy("output")
     np.testing.assert_array_equal(served, direct)
 
 
 def test_curl_alone_classifies_a_photo(server: TritonServer, tmp_path: Path) -> None:
     photo = tmp_path / "chelsea.jpg"
     photo.write_bytes(PHOTOS["chelsea.jpg"] if "chelsea.jpg" in PHOTOS else PHOTOS["coffee.jpg"])
-    script = curl_example(server.http_url, "tiny_pipeline", str(photo), "logits", classes=3)
+    script = curl_example(server.http_url, "tiny_pipeline", str(photo), "output", classes=3)
     answer = json.loads(subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout)
     classes = answer["outputs"][0]["data"]
     assert len(classes) == 3 and all(c.split(":")[2] in LABELS for c in classes)
@@ -214,7 +214,7 @@ def test_publish_prints_what_the_stock_container_needs(published: tuple[Path, Pa
     assert "FROM nvcr.io/nvidia/tritonserver:" in result.stdout and "RUN pip install" in result.stdout
     bare = invoke("publish", published[0], "--repo", tmp_path / "bare", "--pipeline-artifact", "none", "--json")
     assert [m["name"] for m in json.loads(bare.stdout)["models"]] == [
-        "tiny_onnx", "tiny_onnx_fp16", "tiny_torchscript", "tiny_torchscript_fp16",
+        "tiny_torchscript", "tiny_torchscript_fp16", "tiny_onnx", "tiny_onnx_fp16",
     ]  # fmt: skip
     refused = invoke("publish", published[0], "--repo", tmp_path / "r", "--artifact", "torchscript",
                      "--pipeline-artifact", "onnx", "--json")  # fmt: skip

@@ -60,7 +60,7 @@ def publish_cli(export_dir: Path, repo: Path, *args: str, env: dict | None = Non
 
 def test_layout_and_files(export_dir: Path, tmp_path: Path) -> None:
     result = publish_export(export_dir, tmp_path / "repo")
-    artifacts = ["tiny_onnx", "tiny_onnx_fp16", "tiny_torchscript", "tiny_torchscript_fp16"]
+    artifacts = ["tiny_torchscript", "tiny_torchscript_fp16", "tiny_onnx", "tiny_onnx_fp16"]  # the export's order
     assert result.names == [*artifacts, "tiny_preprocess", "tiny_pipeline"]
     model = tmp_path / "repo" / "tiny_torchscript"
     assert sorted(p.name for p in model.iterdir()) == ["1", "config.pbtxt", "labels.txt", "preprocess.json"]
@@ -113,7 +113,7 @@ def test_unknown_artifact_and_wrong_label_count_are_refused(export_dir: Path, tm
         publish_export(export_dir, tmp_path / "repo", artifacts=["onnx_int8"])
     labels = tmp_path / "labels.txt"
     labels.write_text("cat\ndog\n")
-    with pytest.raises(PublishError, match="2 labels for output 'logits' of 5 classes"):
+    with pytest.raises(PublishError, match="2 labels for output 'output' of 5 classes"):
         publish_export(export_dir, tmp_path / "repo", labels=labels)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from fleet_support import MODEL, Replica, rollout, serving, start_replica, with_golden
+from fleet_support import MODEL, Replica, rollout, serving, start_replica
 from serve_exports import SIZE, write_export
 
 from modelship.contract.errors import ClientError
@@ -65,7 +65,7 @@ def traffic(urls: list[str]) -> Iterator[list[Traffic]]:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("rollout-load")
-    good = with_golden(write_export(root / "good" / "tiny"))
+    good = write_export(root / "good" / "tiny")
     broken = write_export(root / "broken" / "tiny", seed=7)
     with moto_server() as store:
         url = store.url("fleet")
@@ -100,7 +100,7 @@ def test_a_rollout_and_a_rollback_under_load_fail_no_request(fleet: dict, report
     assert [serving(r) for r in replicas] == [["2"]] * 3
     for replica in replicas:
         with TritonClient(replica.grpc_url) as client:
-            assert client.infer(MODEL, {"image": np.zeros((2, 3, SIZE, SIZE), np.float32)})["logits"].shape == (2, 5)
+            assert client.infer(MODEL, {"image": np.zeros((2, 3, SIZE, SIZE), np.float32)})["output"].shape == (2, 5)
         supervisor = replica.log.read_text()
         assert "restarting" not in supervisor and "reload" not in supervisor, supervisor
     sent = sum(t.sent for t in tallies)

@@ -86,11 +86,11 @@ def test_runner_speaks_manifest_names(server: TritonServer, protocol: str) -> No
     heads = TritonRunner(url(server, protocol), "heads_torchscript", protocol=protocol)
     result = heads.run({"image": x})
     logits, features = eager(tiny_model(TwoHeads), x)
-    assert sorted(result) == ["features", "logits"]
-    np.testing.assert_allclose(result["logits"], logits, atol=1e-5)
-    np.testing.assert_allclose(result["features"], features, atol=1e-5)
+    assert sorted(result) == ["output_0", "output_1"]
+    np.testing.assert_allclose(result["output_0"], logits, atol=1e-5)
+    np.testing.assert_allclose(result["output_1"], features, atol=1e-5)
     fp16 = TritonRunner(url(server, protocol), "tiny_onnx_fp16", protocol=protocol)  # float32 in, cast for fp16 I/O
-    assert fp16.run({"image": x})["logits"].dtype == np.float16
+    assert fp16.run({"image": x})["output"].dtype == np.float16
     assert heads.name == "triton:heads_torchscript"
     heads.close()
     fp16.close()
@@ -100,14 +100,14 @@ def test_concurrent_requests_match_single_requests(client: TritonClient) -> None
     requests = [{"image": batch(n, seed=n)} for n in (1, 2, 3, 4, 1, 2)]
     many = client.infer_many("tiny_onnx", requests)
     for req, got in zip(requests, many, strict=True):
-        np.testing.assert_allclose(got["logits"], client.infer("tiny_onnx", req)["logits"], atol=1e-6)
+        np.testing.assert_allclose(got["output"], client.infer("tiny_onnx", req)["output"], atol=1e-6)
 
 
 def test_model_config_carries_preprocess_labels_and_io_names(client: TritonClient) -> None:
     info = client.model("tiny_torchscript")
     assert info.preprocess == PREPROCESS
     assert info.labels == LABELS
-    assert info.io_names == ServedNames({"INPUT__0": "image"}, {"OUTPUT__0": "logits"})
+    assert info.io_names == ServedNames({"INPUT__0": "image"}, {"OUTPUT__0": "output"})
     assert info.export_info["artifact"] == "torchscript"
     assert info.max_batch_size == 16
     assert [t.shape for t in info.inputs] == [(-1, 3, SIZE, SIZE)]

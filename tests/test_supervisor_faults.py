@@ -95,7 +95,7 @@ def events_during(replica: Replica, action) -> str:
 def serves(replica: Replica) -> bool:
     try:
         with TritonClient(replica.grpc_url, timeout_s=10) as client:
-            return client.infer(MODEL, BATCH)["logits"].shape == (1, 5)
+            return client.infer(MODEL, BATCH)["output"].shape == (1, 5)
     except ClientError:
         return False
 
