@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from modelship.serve.server import free_port, free_ports, interpreter_library_path
+from modelship.serve.ports import free_port, free_ports
+from modelship.serve.triton_install import interpreter_library_path
 
 Arrays = dict[str, np.ndarray]
 PYTRITON_MODEL = "peer"

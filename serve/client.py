@@ -1,4 +1,5 @@
-"""A small Triton client for both protocols: model metadata, checked requests, binary tensors, concurrency.
+"""The one Triton client of the project, for both protocols: inference (checked requests, binary tensors,
+concurrency), model metadata, and the repository API (index, config, load, unload) behind the server's secret.
 
     with TritonClient("http://127.0.0.1:8000") as client:          # or "grpc://127.0.0.1:8001"
         info = client.model("digits_onnx")                         # metadata + config (preprocess, labels, ...)
@@ -6,8 +7,9 @@
         many = client.infer_many("digits_onnx", [{"image": b} for b in batches])  # concurrent requests
 
 Every failure a user can cause is a ClientError with a one-line message: server down, unknown model, missing or
-unexpected input, wrong dtype, wrong shape, batch over max_batch_size. Inputs are checked against the model's
-metadata before anything is sent. No torch here: tritonclient and numpy only.
+unexpected input, wrong dtype, wrong shape, batch over max_batch_size, a refused repository request. Inputs are
+checked against the model's metadata before anything is sent. No torch here: tritonclient and numpy only. The
+server manager (serve.server), the supervisor, the rollout and every command talk to Triton through this class.
 """
 
 from __future__ import annotations
@@ -17,22 +19,19 @@ import contextlib
 import http.client
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException, triton_to_np_dtype
+from tritonclient.utils import InferenceServerException
 
-from modelship.contract.errors import ClientError, PreprocessError
-from modelship.contract.iospec import ServedNames
-from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS
+from modelship.contract.errors import ClientError
+from modelship.serve.model_info import ModelInfo, ModelState, Tensors
+from modelship.serve.restricted_api import secret_headers
 
 PROTOCOLS = ("http", "grpc")
 DEFAULT_URLS = {"http": "127.0.0.1:8000", "grpc": "127.0.0.1:8001"}
-Tensors = dict[str, np.ndarray]
 
 
 def split_url(url: str | None, protocol: str | None = None) -> tuple[str, str]:
@@ -61,81 +60,24 @@ def split_url(url: str | None, protocol: str | None = None) -> tuple[str, str]:
     return chosen, f"{host}:{port}"
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """One input or output as the server declares it; `shape` includes the batch dim (-1) for batched models."""
-
-    name: str
-    datatype: str
-    shape: tuple[int, ...]
-
-    @property
-    def dtype(self) -> np.dtype:
-        return np.dtype(triton_to_np_dtype(self.datatype))
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """A served model's metadata and config, including what modelship publishes in config `parameters`."""
-
-    name: str
-    versions: tuple[str, ...]
-    platform: str
-    inputs: tuple[TensorInfo, ...]
-    outputs: tuple[TensorInfo, ...]
-    max_batch_size: int
-    parameters: dict[str, str] = field(default_factory=dict)
-
-    def _json(self, key: str) -> Any:
-        return json.loads(self.parameters[key]) if key in self.parameters else None
-
-    @property
-    def preprocess(self) -> PreprocessSpec | None:
-        """The preprocessing spec published with the model, checked (ClientError when it is not one)."""
-        data = self._json(PARAM_PREPROCESS)
-        if data is None:
-            return None
-        try:
-            return PreprocessSpec.from_dict(data)
-        except PreprocessError as exc:
-            raise ClientError(
-                f"model {self.name!r} publishes an invalid preprocessing spec: {exc.message}",
-                hint="republish it with `modelship publish`",
-            ) from None
-
-    @property
-    def labels(self) -> list[str] | None:
-        return self._json(PARAM_LABELS)
-
-    @property
-    def export_info(self) -> dict[str, Any] | None:
-        return self._json(PARAM_EXPORT)
-
-    @property
-    def io_names(self) -> ServedNames:
-        """Served names mapped to the export's (publish wrote them); identity for models not from modelship."""
-        data = self._json(PARAM_IO)
-        if not data:
-            return ServedNames.identity([t.name for t in self.inputs], [t.name for t in self.outputs])
-        try:
-            return ServedNames.from_dict(data)
-        except ValueError as exc:
-            raise ClientError(f"model {self.name!r}: config parameter {PARAM_IO!r} is not a name map ({exc})") from None
-
-    def input(self, name: str) -> TensorInfo:
-        return next(t for t in self.inputs if t.name == name)
-
-
 class TritonClient:
-    """Sync client over HTTP or gRPC (`url` scheme or `protocol`); `infer_many` sends requests concurrently."""
+    """Sync client over HTTP or gRPC (`url` scheme or `protocol`); `infer_many` sends requests concurrently.
+    `api_key`: the server's restricted-API secret, sent with repository requests (None: that API is open)."""
 
     def __init__(
-        self, url: str | None = None, protocol: str | None = None, *, timeout_s: float = 60.0, concurrency: int = 4
+        self,
+        url: str | None = None,
+        protocol: str | None = None,
+        *,
+        timeout_s: float = 60.0,
+        concurrency: int = 4,
+        api_key: str | None = None,
     ) -> None:
         self.protocol, self.address = split_url(url, protocol)
         self.url = f"{self.protocol}://{self.address}"
         self.timeout_s = timeout_s
         self.concurrency = concurrency
+        self._headers = secret_headers(api_key, self.protocol) or None
         if self.protocol == "http":
             self._client: Any = httpclient.InferenceServerClient(
                 self.address, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
@@ -146,7 +88,7 @@ class TritonClient:
 
     # -- server ------------------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _errors(self, model: str | None = None) -> Iterator[None]:
+    def _errors(self, model: str | None = None, doing: str = "request") -> Iterator[None]:
         """Turn transport and server errors into ClientErrors that say what to do."""
         try:
             yield
@@ -159,19 +101,19 @@ class TritonClient:
             if model and ("unknown model" in text.lower() or "not found" in text.lower()):
                 raise self._unknown(model) from None
             raise ClientError(
-                f"{self.url}: request failed: {exc.message() or exc}", details={"url": self.url, "model": model}
+                f"{self.url}: {doing} failed: {exc.message() or exc}", details={"url": self.url, "model": model}
             ) from None
 
     def _down(self, exc: Exception) -> ClientError:
         return ClientError(
             f"cannot reach a Triton server at {self.url} ({type(exc).__name__})",
             hint="start one with `modelship serve`, or pass --url",
-            details={"url": self.url},
+            details={"url": self.url, "unreachable": True},
         )
 
     def _unknown(self, model: str) -> ClientError:
         try:
-            served = [m["name"] for m in self.models() if m.get("state") == "READY"]
+            served = [m.name for m in self.repository_index() if m.ready]
         except ClientError:  # the repository index may be restricted (modelship serve puts it behind a secret)
             served = []
         return ClientError(
@@ -182,18 +124,61 @@ class TritonClient:
 
     def live(self) -> bool:
         """True if the server answers; False (no exception) if nothing is listening."""
+        return self._probe(self._client.is_server_live)
+
+    def ready(self) -> bool:
+        """True once the server is ready (every model it was asked to load has loaded); False if not, or down."""
+        return self._probe(self._client.is_server_ready)
+
+    @staticmethod
+    def _probe(call: Any) -> bool:
         try:
-            return bool(self._client.is_server_live())
-        except (ConnectionError, OSError, InferenceServerException):
+            return bool(call())
+        except (ConnectionError, OSError, http.client.HTTPException, InferenceServerException):
             return False
 
-    def models(self) -> list[dict[str, Any]]:
-        """The repository index: [{"name", "version", "state"}...]."""
-        with self._errors():
-            index = self._client.get_model_repository_index()
-        if self.protocol == "grpc":
-            return [{"name": m.name, "version": m.version, "state": m.state} for m in index.models]
-        return index
+    def server_name(self) -> str:
+        """What the server calls itself ("triton" for Triton), from its metadata."""
+        with self._errors(doing="server metadata"):
+            metadata = self._client.get_server_metadata()
+        return metadata.name if self.protocol == "grpc" else metadata.get("name", "")
+
+    # -- repository (behind the secret) ------------------------------------------------------------------------
+    def repository_index(self) -> list[ModelState]:
+        """Every model of the repository with its state and, for one that failed, Triton's reason."""
+        with self._errors(doing="repository index"):
+            index = self._client.get_model_repository_index(headers=self._headers)
+        entries = [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in index.models] \
+            if self.protocol == "grpc" else index  # fmt: skip
+        return [
+            ModelState(e["name"], str(e.get("version", "")), e.get("state", ""), e.get("reason", "")) for e in entries
+        ]
+
+    def model_config(self, name: str) -> dict[str, Any]:
+        """The config `name` is served with, as Triton's JSON (what `load` takes back)."""
+        with self._errors(name, "reading the config"):
+            if self.protocol == "grpc":
+                return self._client.get_model_config(name, headers=self._headers, as_json=True)["config"]
+            return self._client.get_model_config(name, headers=self._headers)
+
+    def load(self, name: str, config: dict[str, Any] | None = None) -> None:
+        """Load (or reload) `name`, with `config` when given (e.g. a version policy), else the repository's."""
+        with self._errors(doing=f"loading {name}"):
+            self._client.load_model(name, headers=self._headers, config=json.dumps(config) if config else None)
+
+    def unload(self, name: str) -> None:
+        with self._errors(doing=f"unloading {name}"):
+            self._client.unload_model(name, headers=self._headers)
+
+    def reload(self, name: str, config: dict[str, Any] | None = None) -> None:
+        """Unload then load `name` (its readiness is false in between), with `config` as `load` takes it."""
+        self.unload(name)
+        self.load(name, config)
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        """Whether `version` of `name` (any version: "") is loaded and ready; ClientError if the server is down."""
+        with self._errors(doing=f"readiness of {name}"):
+            return bool(self._client.is_model_ready(name, version, headers=self._headers))
 
     # -- models ------------------------------------------------------------------------------------------------
     def model(self, name: str, version: str = "") -> ModelInfo:
@@ -209,60 +194,13 @@ class TritonClient:
                 else:
                     meta = self._client.get_model_metadata(name, version)
                     config = self._client.get_model_config(name, version)
-            self._models[key] = ModelInfo(
-                name=name,
-                versions=tuple(meta.get("versions", [])),
-                platform=meta.get("platform", ""),
-                inputs=tuple(_tensor_info(t) for t in meta.get("inputs", [])),
-                outputs=tuple(_tensor_info(t) for t in meta.get("outputs", [])),
-                max_batch_size=int(config.get("max_batch_size", 0)),
-                parameters={k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()},
-            )
+            self._models[key] = ModelInfo.from_server(name, meta, config)
         return self._models[key]
-
-    def check_inputs(self, info: ModelInfo, inputs: Tensors) -> None:
-        """ClientError unless `inputs` match the model's declared names, dtypes and shapes (and batch limit)."""
-        expected = {t.name for t in info.inputs}
-        problems = []
-        if expected - set(inputs):
-            problems.append(f"missing inputs {sorted(expected - set(inputs))}")
-        if set(inputs) - expected:
-            problems.append(f"unexpected inputs {sorted(set(inputs) - expected)}")
-        if problems:
-            raise ClientError(
-                f"model {info.name!r}: {'; '.join(problems)}",
-                hint=f"inputs: {', '.join(f'{t.name} {t.datatype} {list(t.shape)}' for t in info.inputs)}",
-            )
-        batches = set()
-        for spec in info.inputs:
-            array = inputs[spec.name]
-            if not isinstance(array, np.ndarray):
-                raise ClientError(f"model {info.name!r}: input {spec.name!r} is a {type(array).__name__}, not an array")
-            if array.dtype != spec.dtype:
-                raise ClientError(
-                    f"model {info.name!r}: input {spec.name!r} is {array.dtype}, the model takes {spec.datatype}",
-                    hint=f"cast it: array.astype(np.{spec.dtype})",
-                )
-            if not _fits(array.shape, spec.shape):
-                raise ClientError(
-                    f"model {info.name!r}: input {spec.name!r} has shape {list(array.shape)}, "
-                    f"the model takes {list(spec.shape)} (-1: any size)",
-                    hint="the first dim is the batch" if info.max_batch_size else None,
-                )
-            if info.max_batch_size:
-                batches.add(array.shape[0])
-        if len(batches) > 1:
-            raise ClientError(f"model {info.name!r}: inputs disagree on the batch size: {sorted(batches)}")
-        if batches and max(batches) > info.max_batch_size:
-            raise ClientError(
-                f"model {info.name!r}: batch of {max(batches)} is over its max_batch_size {info.max_batch_size}",
-                hint="split the batch (modelship infer --batch N)",
-            )
 
     # -- inference ---------------------------------------------------------------------------------------------
     def _request(self, name: str, inputs: Tensors, outputs: Sequence[str] | None, version: str) -> tuple[list, list]:
         info = self.model(name, version)
-        self.check_inputs(info, inputs)
+        info.check_inputs(inputs)
         known = [t.name for t in info.outputs]
         wanted = list(outputs) if outputs else known
         unknown = [o for o in wanted if o not in known]
@@ -343,12 +281,3 @@ def _settle(future: concurrent.futures.Future) -> Any:
             future.set_result(result)
 
     return callback
-
-
-def _fits(shape: tuple[int, ...], declared: tuple[int, ...]) -> bool:
-    """`shape` matches `declared` (where -1 is any size)."""
-    return len(shape) == len(declared) and all(d in (-1, n) for d, n in zip(declared, shape, strict=True))
-
-
-def _tensor_info(meta: dict[str, Any]) -> TensorInfo:
-    return TensorInfo(meta["name"], meta["datatype"], tuple(int(d) for d in meta.get("shape", [])))

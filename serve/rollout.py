@@ -14,16 +14,15 @@ explicit model-control mode, and this drives its repository API (behind the rest
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.contract.errors import ModelshipError, ServeError
+from modelship.contract.errors import ClientError, ModelshipError, ServeError
 from modelship.contract.manifest import Manifest
 from modelship.contract.parity_report import ParityReport
-from modelship.serve.server import API_KEY_HEADER
+from modelship.serve.client import TritonClient
 from modelship.tasks import get_task
 
 
@@ -33,10 +32,6 @@ class Target:
 
     url: str
     api_key: str | None = None
-
-    @property
-    def headers(self) -> dict[str, str]:
-        return {API_KEY_HEADER: self.api_key} if self.api_key else {}
 
 
 @dataclass
@@ -86,9 +81,9 @@ def rollout(
     if version < 1:
         raise ServeError(f"--version must be a positive integer, got {version}")
     golden = _golden(export_dir, model)
-    clients = [_client(t) for t in targets]
+    clients = [_client(t, timeout_s) for t in targets]
     outcomes = [ServerOutcome(t.url) for t in targets]
-    configs = [_current_config(c, t, model) for c, t in zip(clients, targets, strict=True)]
+    configs = [_current_config(c, model) for c in clients]
     for outcome, config in zip(outcomes, configs, strict=True):
         outcome.previous = _versions(config)
     order = list(range(len(targets)))
@@ -108,12 +103,14 @@ def rollout(
         if ok:
             outcomes[index].final = f"serving {version}"
         else:
-            _restore(clients[index], targets[index], model, configs[index], outcomes[index], timeout_s)
+            _restore(clients[index], model, configs[index], outcomes[index], timeout_s)
+    for client in clients:
+        client.close()
     return RolloutResult(model, version, ok, outcomes, time.monotonic() - began)
 
 
 def _roll_one(
-    client: Any,
+    client: TritonClient,
     target: Target,
     model: str,
     version: int,
@@ -125,8 +122,8 @@ def _roll_one(
     outcome.version = version
     began = time.monotonic()
     try:
-        _load(client, target, model, {**config, "version_policy": {"specific": {"versions": [version]}}})
-        _wait_ready(client, target, model, version, timeout_s)
+        _load(client, model, {**config, "version_policy": {"specific": {"versions": [version]}}})
+        _wait_ready(client, model, version, timeout_s)
     except ModelshipError as exc:
         outcome.error = str(exc)
         return False
@@ -141,12 +138,12 @@ def _roll_one(
     return report.passed
 
 
-def _restore(client: Any, target: Target, model: str, config: dict, outcome: ServerOutcome, timeout_s: float) -> None:
+def _restore(client: TritonClient, model: str, config: dict, outcome: ServerOutcome, timeout_s: float) -> None:
     """Load the config the model had before the rollout (its versions with it)."""
     try:
-        _load(client, target, model, config)
+        _load(client, model, config)
         for previous in outcome.previous:
-            _wait_ready(client, target, model, previous, timeout_s)
+            _wait_ready(client, model, previous, timeout_s)
         outcome.final = f"rolled back to {outcome.previous}"
     except ModelshipError as exc:
         outcome.final = f"rollback failed: {exc}"
@@ -187,43 +184,42 @@ def _served_parity(target: Target, model: str, golden: GoldenCheck) -> ParityRep
         runner.close()
 
 
-def _client(target: Target) -> Any:
-    """A tritonclient HTTP client for a server that answers as Triton; ServeError naming it otherwise."""
-    import tritonclient.http as httpclient
-
-    address = target.url.split("://", 1)[-1]
+def _client(target: Target, timeout_s: float) -> TritonClient:
+    """A client of a server that answers as Triton; ServeError naming it otherwise."""
+    client = TritonClient(target.url, api_key=target.api_key, timeout_s=timeout_s, concurrency=1)
     try:
-        client = httpclient.InferenceServerClient(address, connection_timeout=5, network_timeout=30)
-        metadata = client.get_server_metadata()
-    except Exception as exc:  # tritonclient raises its own, socket and parse errors alike
+        name = client.server_name()
+    except ClientError as exc:
+        client.close()
         raise ServeError(
-            f"{target.url} does not answer as a Triton server ({type(exc).__name__}: {str(exc)[:120]})",
+            f"{target.url} does not answer as a Triton server ({exc.message})",
             hint="pass the HTTP address of a running tritonserver (http://host:8000)",
         ) from None
-    if metadata.get("name") != "triton":
-        raise ServeError(f"{target.url} is not a Triton server (it says {metadata.get('name')!r})")
+    if name != "triton":
+        client.close()
+        raise ServeError(f"{target.url} is not a Triton server (it says {name!r})")
     return client
 
 
-def _current_config(client: Any, target: Target, model: str) -> dict:
+def _current_config(client: TritonClient, model: str) -> dict:
     try:
-        return client.get_model_config(model, headers=target.headers)
-    except Exception as exc:
+        return client.model_config(model)
+    except ClientError as exc:
         raise ServeError(
-            f"{target.url} does not serve model {model!r} ({str(exc)[:160]})",
+            f"{client.url} does not serve model {model!r} ({exc.message[:160]})",
             hint="load the model on every server first (modelship serve --model NAME)",
         ) from None
 
 
-def _failure(target: Target, what: str, exc: Exception) -> ServeError:
-    """Why `what` failed on `target`. A server that went away says so the way every client of the project does
-    ("cannot reach a Triton server"), whichever step it died in."""
-    if isinstance(exc, OSError) or "connect" in str(exc).lower():
+def _failure(what: str, exc: ClientError) -> ServeError:
+    """Why `what` failed (the client's message names the server and the step). A server that went away says so
+    the way every client of the project does ("cannot reach a Triton server"), whichever step it died in."""
+    if exc.details.get("unreachable"):
         return ServeError(
-            f"cannot reach a Triton server at {target.url} while {what} ({type(exc).__name__})",
+            f"{exc.message} while {what}",
             hint="the server stopped during the rollout; the servers already changed are rolled back",
         )
-    return ServeError(f"{target.url}: {what} failed ({str(exc)[:200]})")
+    return ServeError(exc.message[:300])
 
 
 def _versions(config: dict) -> list[int]:
@@ -231,21 +227,21 @@ def _versions(config: dict) -> list[int]:
     return [int(v) for v in config.get("version_policy", {}).get("specific", {}).get("versions", [])]
 
 
-def _load(client: Any, target: Target, model: str, config: dict) -> None:
+def _load(client: TritonClient, model: str, config: dict) -> None:
     try:
-        client.load_model(model, headers=target.headers, config=json.dumps(config))
-    except Exception as exc:
-        raise _failure(target, f"loading {model}", exc) from None
+        client.load(model, config)
+    except ClientError as exc:
+        raise _failure(f"loading {model}", exc) from None
 
 
-def _wait_ready(client: Any, target: Target, model: str, version: int, timeout_s: float) -> None:
+def _wait_ready(client: TritonClient, model: str, version: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            if client.is_model_ready(model, str(version), headers=target.headers):
+            if client.model_ready(model, str(version)):
                 return
-        except Exception as exc:
-            raise _failure(target, f"waiting for {model} version {version} to load", exc) from None
+        except ClientError as exc:
+            raise _failure(f"waiting for {model} version {version} to load", exc) from None
         if time.monotonic() > deadline:
-            raise ServeError(f"{target.url}: {model} version {version} not ready after {timeout_s:.0f} s")
+            raise ServeError(f"{client.url}: {model} version {version} not ready after {timeout_s:.0f} s")
         time.sleep(0.2)

@@ -17,7 +17,8 @@ import numpy as np
 from modelship.contract.errors import ClientError
 from modelship.parity.image_inputs import IMAGES
 from modelship.parity.runner_protocol import BaseRunner
-from modelship.serve.client import ModelInfo, Tensors, TritonClient
+from modelship.serve.client import TritonClient
+from modelship.serve.model_info import ModelInfo, Tensors
 
 
 class TritonRunner(BaseRunner):

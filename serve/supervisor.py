@@ -22,8 +22,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from modelship.contract.errors import ServeError
-from modelship.serve.server import Stub, TritonServer
+from modelship.contract.errors import ClientError, ServeError
+from modelship.serve.server import TritonServer
+from modelship.serve.stubs import Stub
 
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again
@@ -62,11 +63,12 @@ class Supervisor:
         fewer stubs serve it than before. A stub whose version was unloaded, replaced or was being loaded ended
         because Triton ended it, and so did a model-level stub (a load starts and ends it)."""
         try:
-            index = self.server.model_index()
-        except ServeError:  # the server itself is going: the next poll sees it
+            with self.server.client() as client:
+                index = client.repository_index()
+        except ClientError:  # the server itself is going: the next poll sees it
             return []
-        names = {entry["name"] for entry in index}
-        ready = {(entry["name"], str(entry.get("version", ""))) for entry in index if entry.get("state") == "READY"}
+        names = {entry.name for entry in index}
+        ready = {(entry.name, entry.version) for entry in index if entry.ready}
         before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
         now = Counter((stub.model(names), stub.version) for stub in alive.values())
         keys = {(stub.model(names), stub.version) for stub in gone}
@@ -86,8 +88,9 @@ class Supervisor:
         for model in models:
             began = time.perf_counter()
             try:
-                self.server.reload(model, self.server.model_config(model))  # as loaded (a rollout's versions)
-            except ServeError as exc:
+                with self.server.client() as client:
+                    client.reload(model, client.model_config(model))  # as loaded (a rollout's versions)
+            except ClientError as exc:
                 self._restart(stop, f"reloading {model} after its backend stub died failed: {exc.message}")
                 return
             seconds = time.perf_counter() - began

@@ -81,8 +81,8 @@ def _trace(result: Result) -> str:
 
 def port_flags(**given: object) -> list[str]:
     """`--http-port H --grpc-port G --metrics-port M` for `modelship serve`: the ports `given` (http=, grpc=,
-    metrics=), the others free ports picked together, as the product picks them (serve.server.free_ports)."""
-    from modelship.serve.server import free_ports
+    metrics=), the others free ports picked together, as the product picks them (serve.ports.free_ports)."""
+    from modelship.serve.ports import free_ports
 
     kinds = ("http", "grpc", "metrics")
     fresh = iter(free_ports(count=sum(kind not in given for kind in kinds)))

@@ -4,7 +4,6 @@ the real server loading configs the native backends would refuse beside ones the
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -104,13 +103,15 @@ def test_the_real_server_refuses_and_accepts_like_the_native_backends(tmp_path: 
         (repo / name / "config.pbtxt").write_text(edit(text))
     shm_before = set(Path("/dev/shm").iterdir())
     with TritonServer(repo) as server:
-        states = {m["name"]: m for m in server.model_index()}
-        assert "configuration expects datatype TYPE_FP16 for input 'image', model provides TYPE_FP32" in states[
-            "onnx_fp16_type"
-        ].get("reason", "")
-        assert "unexpected inference input 'img', allowed inputs are: image" in states["onnx_bad_name"]["reason"]
-        assert "the model expects 4 dimensions" in states["onnx_bad_dims"]["reason"]
-        ready = sorted(n for n, m in states.items() if m.get("state") == "READY")
+        with server.client() as client:
+            states = {m.name: m for m in client.repository_index()}
+        assert (
+            "configuration expects datatype TYPE_FP16 for input 'image', model provides TYPE_FP32"
+            in states["onnx_fp16_type"].reason
+        )
+        assert "unexpected inference input 'img', allowed inputs are: image" in states["onnx_bad_name"].reason
+        assert "the model expects 4 dimensions" in states["onnx_bad_dims"].reason
+        ready = sorted(n for n, m in states.items() if m.ready)
         assert ready == ["tiny_onnx", "tiny_torchscript", "ts_forward_names"]
         batch = np.random.default_rng(0).standard_normal((3, 3, SIZE, SIZE)).astype(np.float32)
         with TritonClient(server.http_url) as client:
@@ -118,4 +119,3 @@ def test_the_real_server_refuses_and_accepts_like_the_native_backends(tmp_path: 
         np.testing.assert_allclose(out, eager(tiny_model(TinyNet), batch), atol=1e-5)
         assert server.running
     assert not set(Path("/dev/shm").iterdir()) - shm_before, "shared-memory regions left behind"
-    assert json.dumps(states)  # reasons are plain JSON for `modelship serve --json`

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from serve_exports import write_export
 
+from modelship.serve.ports import free_port
 from modelship.serve.publish import publish_export
-from modelship.serve.server import TritonServer, free_port
+from modelship.serve.server import TritonServer
 from tests.cli_contract import expect_failure, port_flags
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

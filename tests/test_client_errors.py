@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from modelship.cli.main import main
 from modelship.contract.errors import ClientError
 from modelship.serve.client import TritonClient, split_url
+from modelship.serve.ports import free_port
 from modelship.serve.served_runner import TritonRunner
-from modelship.serve.server import free_port
 
 
 @pytest.mark.parametrize(

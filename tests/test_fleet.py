@@ -48,7 +48,8 @@ def fleet(cluster: dict) -> dict:
     and serving the versions the repository's config lists."""
     for server in cluster["servers"]:
         if server.running:
-            server.reload(MODEL)
+            with server.client() as client:
+                client.reload(MODEL)
         else:
             server.start()
     return {**cluster, "keys": [server.api_key_file for server in cluster["servers"]]}

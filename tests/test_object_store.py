@@ -20,7 +20,8 @@ import pytest
 from serve_exports import write_export
 
 from modelship.serve.client import TritonClient
-from modelship.serve.server import TritonServer, free_port
+from modelship.serve.ports import free_port
+from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import parse_config
 from modelship.testing.object_store import ObjectStore, moto_server
 from tests.cli_contract import invoke

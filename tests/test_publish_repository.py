@@ -159,7 +159,7 @@ def test_a_killed_publisher_leaves_the_repository_loadable(export_dir: Path, tmp
     proc.wait()
     assert sorted(p.name for p in (repo / "tiny_onnx").iterdir() if p.is_dir()) == ["1"]
     assert_loadable(repo)
-    with TritonServer(repo) as server:  # the real thing loads it
-        assert server.ready()
+    with TritonServer(repo) as server, server.client() as client:  # the real thing loads it
+        assert client.ready()
     assert publish_export(export_dir, repo, artifacts=["onnx"]).models[0].version == 2
     assert not staged.exists()

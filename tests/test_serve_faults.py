@@ -22,7 +22,7 @@ from serve_exports import SIZE, write_export
 
 from modelship.serve.client import TritonClient
 from modelship.serve.publish import publish_export
-from modelship.serve.server import API_KEY_HEADER
+from modelship.serve.restricted_api import API_KEY_HEADER
 from tests.cli_contract import port_flags
 from tests.processes import cmdline, descendants, ready_json
 

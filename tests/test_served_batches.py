@@ -15,7 +15,8 @@ from PIL import Image
 
 from modelship.checkpoint.reading import sidecar_path
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.server import TritonServer, free_port
+from modelship.serve.ports import free_port
+from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import parse_config
 from modelship.testing.realistic import make_realistic
 from tests.checkpoint_factory import make_tinynet
@@ -107,4 +108,5 @@ def test_a_served_candidate_that_fails_is_its_own_fail_row(served) -> None:
 def test_serving_writes_nothing_into_the_repository(served) -> None:
     """The stubs import model.py and the vendored modules from the repository: no __pycache__ appears there."""
     _, repo, server, before = served
-    assert server.ready() and snapshot(repo) == before
+    with server.client() as client:
+        assert client.ready() and snapshot(repo) == before

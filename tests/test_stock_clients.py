@@ -111,9 +111,10 @@ def test_fp16_io_models_declare_what_the_image_client_refuses(server: TritonServ
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_the_classification_extension_answers_for_every_classifier(server: TritonServer, protocol: str) -> None:
     url = server.http_url if protocol == "http" else server.grpc_url
-    index = server.model_index()
+    with server.client() as client:
+        index = client.repository_index()
     checked = []
-    for model in sorted(m["name"] for m in index):
+    for model in sorted(m.name for m in index):
         config = get_json(f"{server.http_url}/v2/models/{model}/config")
         output = config["output"][0]
         if output["data_type"] == "TYPE_FP16":  # the extension cannot rank FP16: no labels attached

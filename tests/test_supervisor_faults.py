@@ -22,7 +22,7 @@ from serve_exports import SIZE, write_export
 
 from modelship.contract.errors import ClientError
 from modelship.serve.client import TritonClient
-from modelship.serve.server import API_KEY_HEADER
+from modelship.serve.restricted_api import API_KEY_HEADER
 from modelship.testing.object_store import moto_server
 from tests.cli_contract import invoke
 from tests.processes import cmdline, descendants

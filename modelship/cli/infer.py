@@ -14,7 +14,8 @@ import numpy as np
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
-from modelship.serve.client import PROTOCOLS, ModelInfo, TensorInfo, TritonClient
+from modelship.serve.client import PROTOCOLS, TritonClient
+from modelship.serve.model_info import ModelInfo, TensorInfo
 from modelship.tasks import DEFAULT_TASK, get_task
 from modelship.tasks.registry import Answer
 

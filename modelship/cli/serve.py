@@ -17,8 +17,10 @@ from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
 from modelship.serve.ensemble import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.object_store import is_object_store
+from modelship.serve.ports import is_loopback
 from modelship.serve.publish import DEFAULT_REPO
-from modelship.serve.server import API_KEY_HEADER, TritonServer, is_loopback, production_command
+from modelship.serve.restricted_api import API_KEY_HEADER
+from modelship.serve.server import TritonServer, production_command
 from modelship.serve.supervisor import Supervisor
 
 
@@ -181,13 +183,10 @@ def _recover_interrupted_publish(repo: str) -> list[str]:
 def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> dict[str, Any]:
     """What is served, what failed and why; ServeError when nothing loaded."""
     wanted = server.explicit_models
-    index = [m for m in server.model_index() if wanted is None or m["name"] in wanted]
-    loaded = [m for m in index if m.get("state") == "READY"]
-    failed = [
-        {"name": m["name"], "reason": m.get("reason") or _log_reason(server, m["name"])}
-        for m in index
-        if m.get("state") != "READY"
-    ]
+    with server.client() as client:
+        index = [m for m in client.repository_index() if wanted is None or m.name in wanted]
+    loaded = [{"name": m.name, "version": m.version, "state": m.state} for m in index if m.ready]
+    failed = [{"name": m.name, "reason": m.reason or _log_reason(server, m.name)} for m in index if not m.ready]
     if failed and not loaded:
         raise ServeError(
             f"no model loaded from {server.repo}: " + "; ".join(f"{f['name']}: {f['reason'][:160]}" for f in failed),

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelship.serve.server import free_port
+from modelship.serve.ports import free_port
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "modelship",
