@@ -17,47 +17,44 @@ import hashlib
 import json
 import shutil
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from modelship import __version__
-from modelship.contract.artifacts import PLATFORMS, SERVED_FILES
-from modelship.contract.errors import PublishError, os_failure
-from modelship.contract.labels import clean_labels
-from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
-from modelship.contract.opsets import runtime_target
+from modelship.contract.artifacts import SERVED_FILES
+from modelship.contract.errors import PublishError
+from modelship.contract.manifest import Artifact, Manifest
 from modelship.serve import repository
 from modelship.serve.ensemble import (
     IMAGE,
-    PIPELINE_SUFFIX,
-    PREPROCESS_SUFFIX,
     WARMUP_DIR,
     PipelinePlan,
     pipeline_config,
-    plan_pipeline,
     preprocess_config,
     serialized_bytes,
     stage_preprocess_files,
     warmup_image,
 )
+from modelship.serve.model_staging import CONFIG_FILE, PREPROCESS_FILE, check_compatible, config_path, install
 from modelship.serve.object_store import is_object_store
+from modelship.serve.publish_choices import (
+    AUTO_PIPELINE,
+    check_labels,
+    choose_artifacts,
+    pipeline_plan,
+    publish_labels,
+)
 from modelship.serve.triton_config import (
     LABELS_FILE,
     ServingOptions,
     build_config,
-    parse_config,
     to_text,
 )
-from modelship.tasks import Task, get_task
+from modelship.tasks import get_task
 
 DEFAULT_REPO = Path("model_repo")
-AUTO_PIPELINE = "auto"  # a pipeline over the ONNX fp32 artifact when one can be built, else a note saying why
-AUTO_PIPELINE_ARTIFACT = "onnx"
 MANIFEST_FILE = "modelship.json"
-PREPROCESS_FILE = "preprocess.json"
-CONFIG_FILE = "config.pbtxt"
 _CHUNK = 1 << 20
 
 
@@ -134,15 +131,15 @@ def publish_export(
     repository.check_version(version)
     manifest = Manifest.read(export_dir)
     base = repository.check_model_name(manifest.name if name is None else name)
-    chosen = _choose(manifest, artifacts)
+    chosen = choose_artifacts(manifest, artifacts)
     task = get_task(manifest.task)
-    label_list = _labels(manifest, labels, export_dir, task)
+    label_list = publish_labels(manifest, labels, export_dir, task)
     options = serving or ServingOptions()
     result = PublishResult(repo=repo.resolve())
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
     for art in chosen:
-        _check_labels(art, label_list)
-    pipe, note = _pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
+        check_labels(art, label_list)
+    pipe, note = pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
     result.notes += [note] if note else []
     with repository.locked(repo):
         staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list)
@@ -164,94 +161,6 @@ class _Staging:
     options: ServingOptions
     version: int | None
     labels: list[str] | None
-
-
-def _pipeline_plan(
-    manifest: Manifest,
-    chosen: list[Artifact],
-    model_names: dict[str, str],
-    base: str,
-    artifact: str | None,
-    task: Task,
-) -> tuple[PipelinePlan | None, str | None]:
-    """The pipeline to publish (None when not wanted or, by default only, impossible) and the note saying why there
-    is none; asked for explicitly, a pipeline that cannot be built is an error."""
-    if artifact is None:
-        return None, None
-    explicit = artifact != AUTO_PIPELINE
-    artifact = AUTO_PIPELINE_ARTIFACT if artifact == AUTO_PIPELINE else artifact
-    published = {a.name: a for a in chosen}
-    try:
-        if task.preprocessing != "image":
-            raise PublishError(f"task {task.name!r} takes no image preprocessing", hint="publish without --pipeline")
-        if artifact not in published:
-            raise PublishError(
-                f"--pipeline-artifact {artifact}: that artifact is not being published",
-                hint=f"publish it too (--artifact {artifact}), or choose one of {', '.join(published)}",
-            )
-        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX):
-            repository.check_model_name(base + suffix)
-        return plan_pipeline(base, model_names[artifact], published[artifact], manifest.preprocess), None
-    except PublishError as exc:
-        if explicit:
-            raise
-        return None, f"no {base}{PIPELINE_SUFFIX}: {exc.message}"
-
-
-def _choose(manifest: Manifest, wanted: list[str] | None) -> list[Artifact]:
-    """The artifacts to publish: all the target Triton can load (others are left out), or exactly those asked for
-    (one it cannot load is refused, naming the target)."""
-    if not manifest.artifacts:
-        raise PublishError(f"export {manifest.name!r} has no artifacts", hint="run export-model first")
-    if not wanted:
-        return [a for a in manifest.artifacts if a.format in PLATFORMS]
-    known = {a.name: a for a in manifest.artifacts}
-    missing = [w for w in wanted if w not in known]
-    if missing:
-        raise PublishError(
-            f"export {manifest.name!r} has no artifact {missing[0]!r}", hint=f"artifacts: {', '.join(known)}"
-        )
-    unservable = [w for w in wanted if known[w].format not in PLATFORMS]
-    if unservable:
-        target = runtime_target()
-        raise PublishError(
-            f"artifact {unservable[0]!r} ({known[unservable[0]].format}) cannot be served by Triton {target.triton} "
-            f"(container {target.container}): its PyTorch backend loads TorchScript only",
-            hint="publish the onnx or torchscript artifacts; AOTInductor packages need a Triton with torch_aoti",
-        )
-    return [known[w] for w in dict.fromkeys(wanted)]
-
-
-def _labels(manifest: Manifest, path: Path | None, export_dir: Path, task: Task) -> list[str] | None:
-    """The labels to publish: the --labels file (one per line), else the manifest's, one line each; none for a
-    task without labels."""
-    if not task.labels:
-        if path is not None:
-            raise PublishError(f"--labels: task {task.name!r} has no class labels", hint="publish without --labels")
-        return None
-    if path is None:
-        if manifest.labels is None:
-            return None
-        return clean_labels(manifest.labels, f"{export_dir / MANIFEST_NAME}: field 'labels'")[0]
-    try:
-        lines = [line.strip() for line in Path(path).read_text().splitlines()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PublishError(f"{path}: cannot read labels ({getattr(exc, 'strerror', None) or exc})") from None
-    labels = [line for line in lines if line]
-    if not labels:
-        raise PublishError(f"{path}: no labels in file", hint="one label per line")
-    return labels
-
-
-def _check_labels(art: Artifact, labels: list[str] | None) -> None:
-    if not labels:
-        return
-    classes = art.io.outputs[0].shape[-1] if art.io.outputs and art.io.outputs[0].shape else None
-    if isinstance(classes, int) and classes != len(labels):
-        raise PublishError(
-            f"{len(labels)} labels for output {art.io.outputs[0].name!r} of {classes} classes",
-            hint="give one label per class, in class-index order",
-        )
 
 
 def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact, model_name: str) -> PublishedModel:
@@ -277,7 +186,7 @@ def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact
             "tool_version": __version__,
         },
     )
-    _check_compatible(model_dir, config, options)
+    check_compatible(model_dir, config, options)
 
     def files(version_dir: Path) -> None:
         version_dir.mkdir(parents=True)
@@ -295,7 +204,7 @@ def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact
         model_files[LABELS_FILE] = "\n".join(labels) + "\n"
     if manifest.preprocess is not None:
         model_files[PREPROCESS_FILE] = json.dumps(manifest.preprocess.to_dict(), indent=2) + "\n"
-    path = _install(staged.plan, repo, model_name, number, files, model_files)
+    path = install(staged.plan, repo, model_name, number, files, model_files)
     return PublishedModel(model_name, art.name, number, path, model_dir / CONFIG_FILE, art.sha256)
 
 
@@ -306,7 +215,7 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
     preprocess_number = repository.choose_version(repo / pipe.preprocess_name, version)
     warmup = {f"{WARMUP_DIR}/{IMAGE}": serialized_bytes([warmup_image()])}
     config = to_text(preprocess_config(pipe, options))
-    path = _install(
+    path = install(
         plan,
         repo,
         pipe.preprocess_name,
@@ -316,7 +225,7 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
     )
     published.append(
         PublishedModel(
-            pipe.preprocess_name, "preprocess", preprocess_number, path, _config(repo, pipe.preprocess_name), ""
+            pipe.preprocess_name, "preprocess", preprocess_number, path, config_path(repo, pipe.preprocess_name), ""
         )
     )
     pipeline_number = repository.choose_version(repo / pipe.pipeline_name, version)
@@ -333,75 +242,14 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
         version_dir.mkdir(parents=True)
         (version_dir / MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
-    path = _install(plan, repo, pipe.pipeline_name, pipeline_number, version_files, files)
-    config_path = _config(repo, pipe.pipeline_name)
+    path = install(plan, repo, pipe.pipeline_name, pipeline_number, version_files, files)
+    pipeline_config_path = config_path(repo, pipe.pipeline_name)
     published.append(
-        PublishedModel(pipe.pipeline_name, "pipeline", pipeline_number, path, config_path, pipe.artifact.sha256)
+        PublishedModel(
+            pipe.pipeline_name, "pipeline", pipeline_number, path, pipeline_config_path, pipe.artifact.sha256
+        )
     )
     return published
-
-
-def _config(repo: Path, model_name: str) -> Path:
-    return repo / model_name / CONFIG_FILE
-
-
-def _install(
-    plan: repository.Plan,
-    repo: Path,
-    model_name: str,
-    number: int,
-    version_files: Callable[[Path], None],
-    model_files: dict[str, str | bytes],
-) -> Path:
-    """Stage one model into the plan's staging folder (`version_files(version_dir)` writes the version folder,
-    `model_files` the model-level files by relative path) and add the renames that install it: a new model
-    appears whole; an existing one gets the new version folder and its model-level files replaced. Nothing in
-    `repo` changes here; returns the version folder it will have."""
-    model_dir = repo / model_name
-    staged = plan.folder / model_name
-    version_dir = staged / str(number)
-    try:
-        version_files(version_dir)
-        for relative, content in model_files.items():
-            target = staged / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(content if isinstance(content, bytes) else content.encode())
-    except OSError as exc:
-        hint = "free space on the repository's filesystem, or publish elsewhere (--repo)"
-        raise os_failure(PublishError, exc, f"{plan.folder}: cannot stage {model_name}", hint) from None
-    parse_config(str(model_files[CONFIG_FILE]), str(model_dir / CONFIG_FILE))
-    if not model_dir.exists():
-        plan.new(staged, model_dir)  # a new model appears whole, config and version together
-    else:
-        plan.new(version_dir, model_dir / str(number))
-        for relative in model_files:
-            folder = Path(relative).parts[0]
-            if folder != relative and not (model_dir / folder).exists():
-                if not any(c.target == str(model_dir / folder) for c in plan.changes):
-                    plan.new(staged / folder, model_dir / folder)  # a model-level folder new to this model
-            else:
-                plan.replace(staged / relative, model_dir / relative)
-        for stale in {LABELS_FILE, PREPROCESS_FILE} - set(model_files):
-            if (model_dir / stale).exists():
-                plan.remove(model_dir / stale)
-    return model_dir / str(number)
-
-
-def _check_compatible(model_dir: Path, config: Any, options: ServingOptions) -> None:
-    """Refuse a new version whose tensors differ from the served ones while several versions are served."""
-    existing = model_dir / CONFIG_FILE
-    if options.keep_versions == 1 or not existing.is_file() or not repository.versions(model_dir):
-        return
-    old = parse_config(existing.read_text(), str(existing))
-    if (list(old.input), list(old.output), old.max_batch_size) != (
-        list(config.input),
-        list(config.output),
-        config.max_batch_size,
-    ):
-        raise PublishError(
-            f"{model_dir.name}: inputs/outputs differ from the versions already served together with this one",
-            hint="publish under a new --name, or serve only the latest version (--keep-versions 1)",
-        )
 
 
 def _copy_verified(source: Path, target: Path, art: Artifact) -> None:

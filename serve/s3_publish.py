@@ -27,8 +27,9 @@ from typing import Any
 from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Manifest
 from modelship.contract.staging import process_alive
+from modelship.serve.model_staging import CONFIG_FILE
 from modelship.serve.object_store import S3Location, client
-from modelship.serve.publish import CONFIG_FILE, PublishedModel, PublishOptions, PublishResult, publish_export
+from modelship.serve.publish import PublishedModel, PublishOptions, PublishResult, publish_export
 from modelship.serve.triton_config import ServingOptions, parse_config, to_text
 
 LOCK_KEY = ".modelship-publish.lock"
