@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.server_flags import repo_option
 from modelship.contract.errors import UsageError
 
 
@@ -18,7 +19,7 @@ def deploy_group() -> None:
 
 @deploy_group.command("kserve", cls=GuardedCommand)
 @click.argument("model", metavar="NAME")
-@click.option("--repo", required=True, metavar="s3://BUCKET/PREFIX", help="The model repository (object storage).")
+@repo_option("to serve from", object_store_only=True)
 @click.option("--service", default=None, help="InferenceService name. Default: NAME with '_' as '-'.")
 @click.option(
     "--load-seconds",

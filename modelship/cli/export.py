@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.status import Status
-from rich.table import Table
 
+from modelship.cli.export_view import (
+    ProgressListener,
+    kept_fp32_lines,
+    rows_from_manifest,
+    rows_from_parity,
+    summary_table,
+)
 from modelship.cli.flags import flag_group
 from modelship.cli.load_view import fingerprint_progress, print_load_report
 from modelship.cli.loader_options import load_flags
@@ -22,45 +26,10 @@ from modelship.contract.errors import ModelshipError, ParityError, PublishError,
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.checkpoint import LoadOptions
-    from modelship.contract.parity_report import ParityReport
     from modelship.export.spec import ExportSpec
     from modelship.parity import ToleranceOverrides
 
 DEFAULT_OUT = Path("exports")
-
-
-class ProgressListener:
-    """One spinner naming the steps running (TorchScript verifies on a second thread beside the other exports) and
-    one line with its time when each ends, on stderr. Called from both threads."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._running: list[str] = []
-        self._status: Status | None = None
-        self._lock = threading.Lock()
-
-    def started(self, step: str) -> None:
-        with self._lock:
-            self._running.append(step)
-            self._show()
-
-    def finished(self, step: str, seconds: float, ok: bool) -> None:
-        with self._lock:
-            self._running.remove(step)
-            self._show()
-            mark = "[green]✓[/]" if ok else "[red]✗[/]"
-            self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
-
-    def _show(self) -> None:
-        if not self._running:
-            if self._status is not None:
-                self._status.stop()
-                self._status = None
-        elif self._status is None:
-            self._status = self.console.status(" · ".join(self._running))
-            self._status.start()
-        else:
-            self._status.update(" · ".join(self._running))
 
 
 @dataclass(frozen=True)
@@ -261,7 +230,7 @@ def export_command(
         )
     except ParityError as exc:
         if not as_json:
-            console.print(summary_table(_rows_from_parity(exc.details.get("artifacts", {}))))
+            console.print(summary_table(rows_from_parity(exc.details.get("artifacts", {}))))
         raise
     payload = {"ok": True, **result.manifest.to_dict(), "folder": str(result.folder)}
     if publish is not None:
@@ -269,7 +238,7 @@ def export_command(
     if as_json:
         emit_json(payload)
         return
-    make_console().print(summary_table(_rows_from_manifest(result.manifest)))
+    make_console().print(summary_table(rows_from_manifest(result.manifest)))
     for line in kept_fp32_lines(result.manifest):
         click.echo(line)
     click.echo(f"exported {spec.name} to {result.folder}")
@@ -311,56 +280,3 @@ def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]
         result = publish_to(repo or DEFAULT_REPO, folder, PublishOptions())
     console.print(f"[green]✓[/] published {', '.join(result.names)} to {result.repo}")
     return result.to_dict()
-
-
-def kept_fp32_lines(manifest: Any) -> list[str]:
-    """One line per fp16 artifact that keeps parts in fp32: which modules (and ONNX nodes), and why."""
-    lines = []
-    for art in manifest.artifacts:
-        modules = art.details.kept_in_fp32()
-        if modules:
-            shown = "; ".join(f"{m} ({', '.join(dict.fromkeys(ops))})" if ops else m for m, ops in modules.items())
-            reason = art.details.kept_reason()
-            why = f" - e.g. {reason}" if reason else ""
-            lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown}{why}")
-        if art.details.fp16_keep:
-            flags = " ".join(f"--fp16-keep {m}" for m in art.details.fp16_keep)
-            lines.append(f"{art.name}: reproduce with {flags}")
-    return lines
-
-
-def _rows_from_manifest(manifest: Any) -> list[tuple[str, int | None, ParityReport | None]]:
-    return [(a.name, a.details.bytes or None, a.parity) for a in manifest.artifacts]
-
-
-def _rows_from_parity(reports: dict[str, dict[str, Any]]) -> list[tuple[str, int | None, ParityReport | None]]:
-    from modelship.contract.parity_report import ParityReport
-
-    return [(name, None, ParityReport.from_dict(parity)) for name, parity in reports.items()]
-
-
-def summary_table(rows: list[tuple[str, int | None, ParityReport | None]]) -> Table:
-    """artifact, size, worst max abs error, worst cosine, worst top-1 agreement (of the outputs compared as tensors),
-    and the verdict of every output, however it was compared."""
-    from modelship.contract.parity_report import OutputMetrics
-
-    table = Table(title="Export summary", title_justify="left")
-    for column in ("artifact", "size", "max abs err", "cosine", "top-1", "verdict"):
-        table.add_column(column, justify="left" if column in ("artifact", "verdict") else "right")
-    for name, size, report in rows:
-        outputs = [o for o in (report.outputs if report is not None else []) if isinstance(o, OutputMetrics)]
-        max_abs = max((o.max_abs for o in outputs), default=None)
-        cosine = min((o.cosine for o in outputs), default=None)
-        top1 = min((o.top1_agreement for o in outputs if o.top1_agreement is not None), default=None)
-        passed = report is not None and report.passed
-        error = (report.error if report is not None else None) or ""
-        verdict = "[green]PASS[/]" if passed else f"[red]FAIL[/] {error}".rstrip()
-        table.add_row(
-            name,
-            "-" if size is None else f"{size / 1e6:.1f} MB",
-            "-" if max_abs is None else f"{max_abs:.2e}",
-            "-" if cosine is None else f"{cosine:.6f}",
-            "-" if top1 is None else f"{top1:.3f}",
-            verdict,
-        )
-    return table

@@ -12,9 +12,10 @@ import click
 import numpy as np
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.server_flags import protocol_option, url_option
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
-from modelship.serve.client import PROTOCOLS, TritonClient
+from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
 from modelship.tasks import DEFAULT_TASK, get_task
 from modelship.tasks.registry import Answer
@@ -80,13 +81,8 @@ def _image_input(info: ModelInfo) -> TensorInfo:
 @click.command("infer", cls=GuardedCommand)
 @click.argument("images", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--model", required=True, help="Served model name, e.g. resnet18_onnx.")
-@click.option("--url", default=None, help="Server address: http://HOST:PORT, grpc://HOST:PORT or HOST:PORT.")
-@click.option(
-    "--protocol",
-    type=click.Choice(PROTOCOLS),
-    default=None,
-    help="http (default port 8000) or grpc (8001), when --url has no scheme.",
-)
+@url_option("--url", "url", "Server address")
+@protocol_option("--url", default=None)
 @click.option("--top-k", "k", type=int, default=5, show_default=True, help="How many classes to show per image.")
 @click.option("--batch", type=int, default=8, show_default=True, help="Images per request (capped by max_batch_size).")
 @json_option

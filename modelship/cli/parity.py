@@ -15,6 +15,7 @@ import click
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.server_flags import protocol_option, url_option
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.contract.errors import ParityError, UsageError
 
@@ -95,19 +96,8 @@ reference_flags = flag_group(
 served_flags = flag_group(
     "served",
     [
-        click.option(
-            "--served",
-            "url",
-            metavar="URL",
-            help="Also compare the model served by Triton at URL (host:port, http://... or grpc://...).",
-        ),
-        click.option(
-            "--protocol",
-            type=click.Choice(["http", "grpc"]),
-            default="http",
-            show_default=True,
-            help="Protocol for --served when URL has no scheme.",
-        ),
+        url_option("--served", "url", "Also compare the model served by Triton at URL"),
+        protocol_option("--served", default="http"),
         click.option(
             "--served-model",
             "model",

@@ -9,8 +9,9 @@ from rich.table import Table
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.cli.server_flags import repo_option
 from modelship.serve.ensemble import STOCK_DOCKERFILE
-from modelship.serve.publish import AUTO_PIPELINE, DEFAULT_REPO, PublishOptions, publish_to
+from modelship.serve.publish import AUTO_PIPELINE, PublishOptions, publish_to
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
@@ -62,15 +63,7 @@ serving_flags = flag_group(
 
 @click.command("publish", cls=GuardedCommand)
 @click.argument("export_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option(
-    "--repo",
-    default=str(DEFAULT_REPO),
-    show_default=True,
-    metavar="DIR|s3://BUCKET/PREFIX",
-    help="Triton model repository to publish into: a folder (created if missing) or S3-compatible object storage "
-    "(s3://bucket/prefix with AWS_ENDPOINT_URL, or s3://host:port/bucket/prefix; credentials from the AWS_* "
-    "variables).",
-)
+@repo_option("to publish into (a folder is created if missing)")
 @click.option("--name", default=None, help="Base model name; models are NAME_<artifact>. Default: the export's name.")
 @click.option(
     "--artifact",

@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.cli.server_flags import api_key_files_option
 from modelship.contract.errors import ServeError, UsageError
 
 
@@ -31,13 +32,7 @@ from modelship.contract.errors import ServeError, UsageError
     required=True,
     help="The export folder the version was published from: its golden data proves each server.",
 )
-@click.option(
-    "--api-key-file",
-    "key_files",
-    multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="File holding a server's repository-API secret: one for all servers, or one per --server in order.",
-)
+@api_key_files_option()
 @click.option("--canary", type=int, default=0, show_default=True, help="Roll out to the first K servers first.")
 @click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True, help="Seconds per load.")
 @json_option

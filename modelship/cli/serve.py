@@ -13,12 +13,12 @@ import click
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.server_flags import repo_option
 from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
 from modelship.serve.ensemble import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.object_store import is_object_store
 from modelship.serve.ports import is_loopback
-from modelship.serve.publish import DEFAULT_REPO
 from modelship.serve.restricted_api import API_KEY_HEADER
 from modelship.serve.server import TritonServer, production_command
 from modelship.serve.supervisor import Supervisor
@@ -68,15 +68,7 @@ class ServeFlags:
 serve_flags = flag_group(
     "flags",
     [
-        click.option(
-            "--repo",
-            default=str(DEFAULT_REPO),
-            show_default=True,
-            metavar="DIR|s3://BUCKET/PREFIX",
-            help="Triton model repository to serve: a folder, or S3-compatible object storage read by tritonserver "
-            "itself (s3://host:port/bucket/prefix for a custom endpoint, or AWS_ENDPOINT_URL; credentials from "
-            "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION).",
-        ),
+        repo_option("to serve (tritonserver reads object storage itself)"),
         click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port."),
         click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port."),
         click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port."),
