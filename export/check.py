@@ -12,15 +12,16 @@ candidate, so a wrong preprocessing spec fails too.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.contract.errors import ParityError, UsageError
+from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact, Manifest, sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.export.artifact_runners import artifact_runner
 from modelship.export.check_reference import ReferenceChoice, build_reference
 from modelship.parity import ParityReport, ToleranceOverrides
 from modelship.parity.engine import candidate_error
@@ -159,27 +160,6 @@ def changed_since_export(folder: Path, artifact: Artifact) -> str | None:
     )
 
 
-@contextlib.contextmanager
-def artifact_runner(folder: Path, artifact: Artifact, *, isolated: bool = True) -> Iterator[Runner]:
-    """The runner of one artifact file of an export, closed afterwards."""
-    from modelship.parity import OnnxRuntimeRunner, TorchRunner
-
-    path = folder / artifact.file
-    if artifact.format in ("pt2", "aoti"):
-        from modelship.export.pt2_export import load_aoti, load_program
-
-        yield TorchRunner((load_program if artifact.format == "pt2" else load_aoti)(path), artifact.io, artifact.name)
-        return
-    if artifact.format != "onnx":
-        yield TorchRunner(_load_torchscript(path), artifact.io, name=artifact.name)
-        return
-    runner = OnnxRuntimeRunner(path, artifact.io, name=artifact.name, isolated=isolated)
-    try:
-        yield runner
-    finally:
-        runner.close()
-
-
 def _explain(
     folder: Path, manifest: Manifest, failed: list[ParityReport], changed: dict[str, str], model: Any, sets: list[Any]
 ) -> dict[str, Explanation]:
@@ -234,12 +214,3 @@ def _preprocessing_diagnosis(
 
 def _unchecked(reference: str, name: str, reason: str) -> ParityReport:
     return ParityReport(reference, name, [], [], passed=False, seconds=0.0, error=reason)
-
-
-def _load_torchscript(path: Path) -> Any:
-    from modelship.export.torchscript import load_torchscript
-
-    try:
-        return load_torchscript(path)
-    except RuntimeError as exc:
-        raise ParityError(f"{path}: TorchScript file cannot be loaded ({str(exc).splitlines()[0]})") from None

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.contract.artifacts import DEFAULT_FORMATS, EXPORT_FORMATS
+from modelship.contract.artifacts import DEFAULT_FORMATS
 from modelship.contract.errors import UsageError
 from modelship.contract.names import check_name
 from modelship.contract.opsets import DEFAULT_TRITON
@@ -43,9 +43,12 @@ class ExportSpec:
         object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or DEFAULT_FORMATS)))
         parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
         object.__setattr__(self, "input_options", parsed)
-        unknown = sorted(set(self.formats) - set(EXPORT_FORMATS))
+        from modelship.export.formats import export_formats
+
+        known = export_formats()
+        unknown = sorted(set(self.formats) - set(known))
         if unknown:
-            raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(EXPORT_FORMATS)}")
+            raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(known)}")
         if self.exporter not in EXPORTERS:
             raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
         if self.fp16_io and not self.fp16:

@@ -5,7 +5,8 @@ variant of the same format when `--fp16`), returning one `Finish` per artifact: 
 `BuiltArtifact` (waiting for a verification still running on `build.background`, as TorchScript's do). Exporters
 start by `order`, lowest first, so one whose verification overlaps the next export (TorchScript) goes first.
 
-Adding a format is one module that calls `register_format`, plus its file names in `contract.artifacts`.
+Adding a format is one module that calls `register_format` and, for its file names,
+`contract.artifacts.register_artifact_format` (tests/test_format_registry.py adds one from inside a test).
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ def register_format(exporter: FormatExporter) -> FormatExporter:
     return FORMATS.add(exporter.format, exporter)
 
 
-def exporters_for(formats: tuple[str, ...]) -> list[FormatExporter]:
-    """The exporters of `formats`, by `order` (an unknown format is refused when ExportSpec is built)."""
+def export_formats() -> tuple[str, ...]:
+    """Every format export-model can write: the built-in exporters and any registered since."""
     from modelship.export.formats import onnx_format, pt2_format, torchscript_format  # noqa: F401 (registration)
 
+    return tuple(exporter.format for exporter in sorted(FORMATS.values(), key=lambda exporter: exporter.order))
+
+
+def exporters_for(formats: tuple[str, ...]) -> list[FormatExporter]:
+    """The exporters of `formats`, by `order` (an unknown format is refused when ExportSpec is built)."""
+    export_formats()
     return sorted((FORMATS[name] for name in formats if name in FORMATS), key=lambda exporter: exporter.order)

@@ -3,17 +3,25 @@ Triton's backend loads for each servable format, and the ONNX Runtime setting ev
 
 from __future__ import annotations
 
-EXPORT_FORMATS = ("torchscript", "onnx", "pt2")  # what export-model can be asked for
+from modelship.contract.registry import Registry
+
 DEFAULT_FORMATS = ("torchscript", "onnx")  # pt2 only when asked (--pt2): an AOTInductor compile takes a while
-ARTIFACT_FORMATS = ("torchscript", "onnx", "pt2", "aoti")  # the `format` of a manifest's artifacts
-EXPORT_FILES = {  # artifact name -> its file in the export folder (also the manifest's artifact order)
-    "torchscript": "model.pt",
-    "torchscript_fp16": "model.fp16.pt",
-    "onnx": "model.onnx",
-    "onnx_fp16": "model.fp16.onnx",
-    "pt2": "model.pt2",
-    "aoti": "model.aoti.pt2",
-}
+ARTIFACT_FORMATS: Registry[tuple[str, ...]] = Registry("artifact format")  # a manifest's `format` -> its artifacts
+EXPORT_FILES: Registry[str] = Registry("artifact")  # artifact name -> its file (also the manifest's artifact order)
+
+
+def register_artifact_format(artifact_format: str, files: dict[str, str]) -> None:
+    """A format's artifacts and the file each is written to in the export folder (a new format's module calls
+    this beside `export.formats.register_format`)."""
+    ARTIFACT_FORMATS.add(artifact_format, tuple(files))
+    for name, file in files.items():
+        EXPORT_FILES.add(name, file)
+
+
+register_artifact_format("torchscript", {"torchscript": "model.pt", "torchscript_fp16": "model.fp16.pt"})
+register_artifact_format("onnx", {"onnx": "model.onnx", "onnx_fp16": "model.fp16.onnx"})
+register_artifact_format("pt2", {"pt2": "model.pt2"})
+register_artifact_format("aoti", {"aoti": "model.aoti.pt2"})
 SERVED_FILES = {"onnx": "model.onnx", "torchscript": "model.pt"}  # format -> the file Triton's backend loads
 PLATFORMS = {"onnx": "onnxruntime_onnx", "torchscript": "pytorch_libtorch"}  # format -> Triton platform
 # ONNX Runtime 1.31 segfaults creating a CPU session for some fp16 graphs (vit_b_16) unless this optimizer is off:

@@ -79,7 +79,7 @@ class Artifact:
         if self.details is None:
             self.details = details_for(self.format)
         if self.format not in ARTIFACT_FORMATS:
-            raise ValueError(f"artifact format must be one of {ARTIFACT_FORMATS}, got {self.format!r}")
+            raise ValueError(f"artifact format must be one of {tuple(ARTIFACT_FORMATS)}, got {self.format!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"artifact precision must be one of {PRECISIONS}, got {self.precision!r}")
 
