@@ -36,6 +36,7 @@ from modelship.export.onnx_export import LEGACY_MAX_OPSET, provenance_metadata
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
 from modelship.parity import ParityReport, save_golden
+from modelship.parity.localize import Explanation
 from modelship.tasks import choose_task
 
 
@@ -152,7 +153,7 @@ def _explain(
     model: nn.Module,
     io: IOSpec,
     verification: Verification,
-) -> dict[str, Any]:
+) -> dict[str, Explanation]:
     """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
     from modelship.export.explain import explain_artifact
 
@@ -166,9 +167,7 @@ def _explain(
     return explained
 
 
-def _not_localised(name: str, exc: Exception) -> Any:
-    from modelship.parity.localize import Explanation
-
+def _not_localised(name: str, exc: Exception) -> Explanation:
     return Explanation(name, None, 0, [f"could not localise: {type(exc).__name__}: {exc}"])
 
 

@@ -13,7 +13,7 @@ from tritonclient.utils import triton_to_np_dtype
 from modelship.contract.errors import ClientError, PreprocessError
 from modelship.contract.iospec import ServedNames
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS
+from modelship.serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS, ExportRecord
 
 Tensors = dict[str, np.ndarray]
 
@@ -80,8 +80,10 @@ class ModelInfo:
         return self._json(PARAM_LABELS)
 
     @property
-    def export_info(self) -> dict[str, Any] | None:
-        return self._json(PARAM_EXPORT)
+    def export_info(self) -> ExportRecord | None:
+        """Where the model came from, as modelship published it (None for models not published by modelship)."""
+        data = self._json(PARAM_EXPORT)
+        return ExportRecord.from_dict(data) if isinstance(data, dict) else None
 
     @property
     def io_names(self) -> ServedNames:

@@ -47,6 +47,7 @@ from modelship.serve.publish_choices import (
 )
 from modelship.serve.triton_config import (
     LABELS_FILE,
+    ExportRecord,
     ServingOptions,
     build_config,
     to_text,
@@ -96,11 +97,6 @@ class PublishOptions:
     labels: Path | None = None  # a labels file instead of the manifest's
     serving: ServingOptions | None = None
     pipeline: str | None = AUTO_PIPELINE  # or an artifact name, or None (no pipeline)
-
-    def kwargs(self) -> dict[str, Any]:
-        """As publish_export's keyword arguments."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return values | {"artifacts": list(self.artifacts) if self.artifacts else None}
 
 
 def served_name(export_name: str, artifact: str) -> str:
@@ -175,16 +171,16 @@ def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact
         options,
         preprocess=manifest.preprocess,
         labels=labels,
-        export_info={
-            "export": manifest.name,
-            "task": manifest.task,
-            "artifact": art.name,
-            "sha256": art.sha256,
-            "checkpoint_sha256": manifest.source.sha256,
-            "arch": manifest.source.arch,
-            "version": number,
-            "tool_version": __version__,
-        },
+        export_info=ExportRecord(
+            export=manifest.name,
+            task=manifest.task,
+            artifact=art.name,
+            sha256=art.sha256,
+            checkpoint_sha256=manifest.source.sha256,
+            arch=manifest.source.arch,
+            version=number,
+            tool_version=__version__,
+        ),
     )
     check_compatible(model_dir, config, options)
 
@@ -281,4 +277,18 @@ def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> P
         from modelship.serve.s3_publish import publish_to_s3
 
         return publish_to_s3(export_dir, str(repo), options)
-    return publish_export(export_dir, Path(repo), **options.kwargs())
+    return publish_with(export_dir, Path(repo), options)
+
+
+def publish_with(export_dir: Path, repo: Path, options: PublishOptions) -> PublishResult:
+    """`publish_export` with a PublishOptions value."""
+    return publish_export(
+        export_dir,
+        repo,
+        name=options.name,
+        artifacts=list(options.artifacts) if options.artifacts else None,
+        version=options.version,
+        labels=options.labels,
+        serving=options.serving,
+        pipeline=options.pipeline,
+    )

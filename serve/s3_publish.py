@@ -14,6 +14,7 @@ verification and the pipeline models are the same.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -29,7 +30,7 @@ from modelship.contract.manifest import Manifest
 from modelship.contract.staging import process_alive
 from modelship.serve.model_staging import CONFIG_FILE
 from modelship.serve.object_store import S3Location, client
-from modelship.serve.publish import PublishedModel, PublishOptions, PublishResult, publish_export
+from modelship.serve.publish import PublishedModel, PublishOptions, PublishResult, publish_with
 from modelship.serve.triton_config import ServingOptions, parse_config, to_text
 
 LOCK_KEY = ".modelship-publish.lock"
@@ -50,7 +51,7 @@ def publish_to_s3(export_dir: Path, url: str, options: PublishOptions | None = N
         present = _versions_present(s3, location)
         mine = {m: v for m, v in present.items() if m.startswith(f"{base}_")}
         number = options.version or 1 + max((max(v) for v in mine.values() if v), default=0)
-        local = publish_export(export_dir, Path(tmp) / "repo", **(options.kwargs() | {"version": number}))
+        local = publish_with(export_dir, Path(tmp) / "repo", dataclasses.replace(options, version=number))
         taken = [m.name for m in local.models if number in present.get(m.name, set())]
         if taken:
             raise PublishError(

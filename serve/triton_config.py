@@ -23,7 +23,7 @@ One artifact -> one Triton model. What goes in, and why:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from google.protobuf import text_format
@@ -35,6 +35,7 @@ from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
 from modelship.contract.manifest import Artifact
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.tasks import DEFAULT_TASK
 
 # "auto" writes no kind: Triton then places instances on every GPU it sees, else on the CPU (KIND_AUTO).
 KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
@@ -116,6 +117,31 @@ def _warmup(io: IOSpec, names: dict[str, str], batched: bool) -> mc.ModelWarmup:
     return warmup
 
 
+@dataclass(frozen=True)
+class ExportRecord:
+    """What a published model says about where it came from (config parameter `modelship.export`): the export,
+    its task, the artifact and its sha256, the checkpoint, the version and the tool that published it."""
+
+    export: str
+    task: str
+    artifact: str
+    sha256: str
+    checkpoint_sha256: str
+    arch: str | None
+    version: int
+    tool_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExportRecord:
+        """As published; a model published before tasks were recorded is a classifier."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        return cls(**{"task": DEFAULT_TASK, "arch": None, **values})
+
+
 def build_config(
     model_name: str,
     artifact: Artifact,
@@ -123,7 +149,7 @@ def build_config(
     *,
     preprocess: PreprocessSpec | None = None,
     labels: list[str] | None = None,
-    export_info: dict[str, Any] | None = None,
+    export_info: ExportRecord | None = None,
 ) -> mc.ModelConfig:
     """The ModelConfig serving `artifact` as `model_name`."""
     if artifact.format not in PLATFORMS:
@@ -171,7 +197,7 @@ def build_config(
     if labels:
         parameters[PARAM_LABELS] = json.dumps(list(labels))
     if export_info:
-        parameters[PARAM_EXPORT] = json.dumps(export_info, sort_keys=True, default=str)
+        parameters[PARAM_EXPORT] = json.dumps(export_info.to_dict(), sort_keys=True, default=str)
     if artifact.format == "onnx" and artifact.precision == "fp16":
         parameters["disabled_optimizers"] = ",".join(FP16_DISABLED_OPTIMIZERS)
     for key, value in parameters.items():

@@ -108,7 +108,7 @@ def test_model_config_carries_preprocess_labels_and_io_names(client: TritonClien
     assert info.preprocess == PREPROCESS
     assert info.labels == LABELS
     assert info.io_names == ServedNames({"INPUT__0": "image"}, {"OUTPUT__0": "output"})
-    assert info.export_info["artifact"] == "torchscript"
+    assert info.export_info.artifact == "torchscript"
     assert info.max_batch_size == 16
     assert [t.shape for t in info.inputs] == [(-1, 3, SIZE, SIZE)]
 

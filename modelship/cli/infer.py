@@ -45,7 +45,7 @@ def classify(client: TritonClient, model: str, images: list[Path], *, batch: int
 def _answer(info: ModelInfo) -> Answer:
     """How the served model's task shows an answer (its export's task, published in the config; classification
     for models published before tasks were recorded)."""
-    task = get_task(str((info.export_info or {}).get("task") or DEFAULT_TASK))
+    task = get_task(info.export_info.task if info.export_info else DEFAULT_TASK)
     if task.answer is None:
         raise ClientError(f"model {info.name!r} is a {task.name} model; `infer` shows no {task.name} answers yet")
     return task.answer
