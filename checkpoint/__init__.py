@@ -2,7 +2,7 @@
 
 from modelship.checkpoint.load_report import LoadReport
 from modelship.checkpoint.loader import LoadedModel, LoadOptions, load_model
-from modelship.checkpoint.reading import METADATA_KEYS, read_sidecar, sidecar_path, write_sidecar
+from modelship.checkpoint.metadata import METADATA_KEYS, read_sidecar, sidecar_path, write_sidecar
 
 __all__ = [
     "METADATA_KEYS",

@@ -21,13 +21,12 @@ from modelship.checkpoint.keymap import (
 )
 from modelship.checkpoint.load_report import LoadReport
 from modelship.checkpoint.matching import compare_keys, describe_problems, group_keys
+from modelship.checkpoint.metadata import checkpoint_metadata, read_sidecar
 from modelship.checkpoint.reading import (
     RawCheckpoint,
     check_file,
-    checkpoint_metadata,
     describe_container,
     read_checkpoint,
-    read_sidecar,
     select_state_dict,
 )
 from modelship.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args

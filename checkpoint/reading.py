@@ -8,7 +8,6 @@ module, or anything with a code-carrying global) is refused unless the user pass
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pickle
 import zipfile
@@ -23,9 +22,8 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file as load_safetensors
 
 from modelship.contract.errors import CheckpointError, UsageError
-from modelship.contract.jsonfile import read_json_object
 
-METADATA_KEYS = ("arch", "arch_kwargs", "io", "preprocess", "labels")
+METADATA_KEYS = ("arch", "arch_kwargs", "io", "preprocess", "labels")  # what may sit beside the weights
 STATE_KEYS = ("state_dict", "model", "model_state_dict", "module", "net", "network")
 EMA_KEYS = ("state_dict_ema", "model_ema", "ema")  # timm's order; EMA wins when present, as in timm
 
@@ -291,49 +289,3 @@ def _describe(value: Any) -> dict[str, str]:
         return {"kind": type(value).__name__, "summary": f"{len(value)} items"}
     text = repr(value)
     return {"kind": type(value).__name__, "summary": text if len(text) <= 60 else text[:57] + "..."}
-
-
-def checkpoint_metadata(raw: RawCheckpoint) -> dict[str, Any]:
-    """Metadata stored in the checkpoint: METADATA_KEYS beside the weights, or in the safetensors header.
-
-    Lightning's `hyper_parameters['arch']` (and `arch_kwargs`) count too when no top-level `arch` is present.
-    """
-    if raw.header_metadata:
-        return {k: _maybe_json(v) for k, v in raw.header_metadata.items() if k in METADATA_KEYS}
-    content = raw.content
-    if not isinstance(content, Mapping):
-        return {}
-    found = {k: content[k] for k in METADATA_KEYS if k in content and not isinstance(content[k], torch.Tensor)}
-    hparams = content.get("hyper_parameters")
-    if "arch" not in found and isinstance(hparams, Mapping) and isinstance(hparams.get("arch"), str):
-        found["arch"] = hparams["arch"]
-        if isinstance(hparams.get("arch_kwargs"), Mapping):
-            found["arch_kwargs"] = dict(hparams["arch_kwargs"])
-    return found
-
-
-def _maybe_json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def sidecar_path(checkpoint: Path) -> Path:
-    """`model.pt` -> `model.pt.json`."""
-    return checkpoint.with_name(checkpoint.name + ".json")
-
-
-def read_sidecar(checkpoint: Path) -> dict[str, Any]:
-    path = sidecar_path(checkpoint)
-    if not path.exists():
-        return {}
-    return read_json_object(path, "sidecar", error=CheckpointError, hint="fix or delete it (see docs/checkpoints.md)")
-
-
-def write_sidecar(ckpt_path: Path | str, arch: str, arch_kwargs: dict[str, Any] | None = None, **extra: Any) -> Path:
-    """Write `<ckpt>.json` with `arch`, `arch_kwargs` and any extra metadata (io, preprocess, labels, ...)."""
-    path = sidecar_path(Path(ckpt_path))
-    payload = {"arch": arch, "arch_kwargs": dict(arch_kwargs or {}), **extra}
-    path.write_text(json.dumps(payload, indent=2, default=str) + "\n")
-    return path

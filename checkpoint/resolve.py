@@ -10,7 +10,7 @@ from typing import Any
 
 from modelship.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, timm_models
 from modelship.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
-from modelship.checkpoint.reading import sidecar_path
+from modelship.checkpoint.metadata import sidecar_path
 from modelship.contract.errors import ArchitectureError, ModelshipError
 
 Shapes = dict[str, tuple[int, ...]]

@@ -13,7 +13,7 @@ import skimage
 import torch
 from PIL import Image
 
-from modelship.checkpoint.reading import sidecar_path
+from modelship.checkpoint.metadata import sidecar_path
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.serve.ports import free_port
 from modelship.serve.server import TritonServer
