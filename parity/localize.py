@@ -85,7 +85,9 @@ def eager_trace(model: Any, args: Sequence[Any]) -> tuple[list[str], dict[str, n
         if name is None or name in outputs or tensor is None:
             return
         order.append(name)
-        outputs[name] = tensor.detach().float().cpu().numpy()
+        # a copy: a float32 CPU tensor shares its memory, and an in-place activation next (ReLU(inplace=True),
+        # Hardswish) would otherwise rewrite what was recorded as this module's output
+        outputs[name] = tensor.detach().float().cpu().numpy().copy()
         inputs[name] = tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in given)
 
     handles = [m.register_forward_hook(hook) for m in model.modules()]

@@ -12,7 +12,7 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from modelship.parity.localize import minimal_keep
+from modelship.parity.localize import eager_trace, minimal_keep
 from tests.cli_contract import invoke
 from tests.fp16_nets import Branchy, Layers, LoudNorm, Whisper
 
@@ -97,3 +97,13 @@ def test_explain_needs_the_checkpoint(tmp_path: Path) -> None:
     result = invoke("parity", tmp_path, "--against", "golden", "--explain", "--json")
     assert result.exit_code == 2 and "--explain needs --against checkpoint" in json.loads(result.stdout)["error"]
     assert np.isfinite(1.0)
+
+
+def test_a_module_output_is_recorded_before_an_in_place_activation_rewrites_it() -> None:
+    """BatchNorm then ReLU(inplace=True) (torchvision's Conv2dNormActivation): the BatchNorm's recorded output keeps
+    its negative values, so localisation compares what that module gave, not the activation after it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(inplace=True)).eval()
+    order, outputs, _ = eager_trace(model, (torch.randn(1, 3, 8, 8),))
+    assert order == ["0", "1", "2"]
+    assert outputs["1"].min() < 0 and outputs["2"].min() == 0
