@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import inspect
 import os
 import sys
 import warnings
@@ -47,6 +48,7 @@ FILE_ARCH_KWARGS = frozenset(
         "proj_drop_rate",
         "img_size",
         "class_token",
+        "aux_loss",
     }
 )
 _PLAIN = (str, int, float, bool, type(None))
@@ -57,6 +59,13 @@ def torchvision_classification_models() -> tuple[str, ...]:
     import torchvision
 
     return tuple(torchvision.models.list_models(module=torchvision.models))
+
+
+@cache
+def torchvision_segmentation_models() -> tuple[str, ...]:
+    import torchvision
+
+    return tuple(torchvision.models.list_models(module=torchvision.models.segmentation))
 
 
 @cache
@@ -152,7 +161,17 @@ def factory(arch: str) -> Callable[..., nn.Module]:
         return lambda **kwargs: timm.create_model(arch[len(TIMM_PREFIX) :], pretrained=False, **kwargs)
     import torchvision
 
-    return lambda **kwargs: torchvision.models.get_model(arch, weights=None, **kwargs)
+    offline = {"weights_backbone": None} if _takes_backbone_weights(arch) else {}
+    return lambda **kwargs: torchvision.models.get_model(arch, weights=None, **{**kwargs, **offline})
+
+
+@cache
+def _takes_backbone_weights(arch: str) -> bool:
+    """Whether torchvision's builder of `arch` takes `weights_backbone` (segmentation and detection models): its
+    default is an ImageNet download, so modelship always passes None (the checkpoint holds every weight)."""
+    import torchvision
+
+    return "weights_backbone" in inspect.signature(torchvision.models.get_model_builder(arch)).parameters
 
 
 def _import_factory(arch: str) -> Callable[..., nn.Module]:

@@ -1,7 +1,8 @@
 """Recognise an architecture from a state dict's key names and tensor shapes.
 
-Each candidate (every torchvision classification model, and timm models whose pretrained config names a first
-conv and classifier present in the checkpoint) is built once on the meta device with an unusual class count
+Each candidate (every torchvision classification and segmentation model, the latter with and without its auxiliary
+head, and timm models whose pretrained config names a first conv and classifier present in the checkpoint) is built
+once on the meta device with an unusual class count
 (PROBE_CLASSES); the tensors whose shape carries that count are its head. Its signature is a hash of the other
 keys and shapes (the body) plus the head's shapes with the class dimension left open, so one checkpoint lookup
 finds exact matches, infers num_classes from the head, and also spots a checkpoint whose head was stripped.
@@ -22,11 +23,18 @@ from typing import Any
 
 from filelock import FileLock
 
-from modelship.checkpoint.arch import TIMM_PREFIX, build_on_meta, timm_models, torchvision_classification_models
+from modelship.checkpoint.arch import (
+    TIMM_PREFIX,
+    build_on_meta,
+    timm_models,
+    torchvision_classification_models,
+    torchvision_segmentation_models,
+)
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
+AUX_VARIANT = "+aux"  # a candidate name suffix: the model built with its auxiliary head (aux_loss=True)
 Shapes = dict[str, tuple[int, ...]]
 
 
@@ -37,6 +45,7 @@ class Signature:
     head: dict[str, list[int]]  # head key -> shape, -1 where the class count goes
     default_num_classes: int
     keys: int
+    arch_kwargs: dict[str, Any] = field(default_factory=dict)  # what the candidate is built with (aux_loss)
 
 
 @dataclass
@@ -61,10 +70,23 @@ def body_hash(shapes: Shapes) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def compute_signature(arch: str) -> Signature | None:
-    """Build `arch` on the meta device with PROBE_CLASSES outputs; None when it cannot be built that way."""
+def segmentation_candidates() -> list[str]:
+    """Every torchvision segmentation model, and those with an auxiliary head once more with it (AUX_VARIANT)."""
+    import inspect
+
+    import torchvision
+
+    names = list(torchvision_segmentation_models())
+    with_aux = [n for n in names if "aux_loss" in inspect.signature(torchvision.models.get_model_builder(n)).parameters]
+    return names + [n + AUX_VARIANT for n in with_aux]
+
+
+def compute_signature(candidate: str) -> Signature | None:
+    """Build `candidate` on the meta device with PROBE_CLASSES outputs; None when it cannot be built that way."""
+    arch = candidate.removesuffix(AUX_VARIANT)
+    kwargs: dict[str, Any] = {"aux_loss": True} if candidate.endswith(AUX_VARIANT) else {}
     try:
-        model = build_on_meta(arch, {"num_classes": PROBE_CLASSES})
+        model = build_on_meta(arch, {**kwargs, "num_classes": PROBE_CLASSES})
     except ArchitectureError:
         return None
     shapes = {strip_all_wrappers(k): tuple(v.shape) for k, v in model.state_dict().items()}
@@ -72,7 +94,7 @@ def compute_signature(arch: str) -> Signature | None:
     if not head:
         return None
     body = {k: s for k, s in shapes.items() if k not in head}
-    return Signature(arch, body_hash(body), head, _default_num_classes(arch), len(shapes))
+    return Signature(arch, body_hash(body), head, _default_num_classes(arch), len(shapes), kwargs)
 
 
 def _default_num_classes(arch: str) -> int:
@@ -81,7 +103,7 @@ def _default_num_classes(arch: str) -> int:
 
         cfg = get_pretrained_cfg(arch[len(TIMM_PREFIX) :])
         return int(cfg.num_classes) if cfg is not None and cfg.num_classes is not None else 1000
-    return 1000
+    return 21 if arch in torchvision_segmentation_models() else 1000  # torchvision's segmentation builders: VOC
 
 
 def cache_dir() -> Path:
@@ -181,7 +203,7 @@ def fingerprint(
     """Every candidate architecture whose keys and shapes equal the checkpoint's (wrapper prefixes ignored)."""
     start = time.perf_counter()
     normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
-    archs = list(torchvision_classification_models())
+    archs = list(torchvision_classification_models()) + segmentation_candidates()
     if include_timm:
         archs += timm_candidates(set(normalized))
     signatures, built = STORE.get_many(archs, progress)
@@ -195,11 +217,13 @@ def fingerprint(
         present = head_keys & normalized.keys()
         for sig in (s for s in sigs if s.body == body):
             if not present:
-                result.headless.append(Match(sig.arch, {}, None, sorted(head_keys)))
+                result.headless.append(Match(sig.arch, dict(sig.arch_kwargs), None, sorted(head_keys)))
                 continue
             num_classes = _head_classes(sig, normalized) if present == head_keys else None
             if num_classes is not None:
-                kwargs = {} if num_classes == sig.default_num_classes else {"num_classes": num_classes}
+                kwargs = dict(sig.arch_kwargs)
+                if num_classes != sig.default_num_classes:
+                    kwargs["num_classes"] = num_classes
                 result.matches.append(Match(sig.arch, kwargs, num_classes, sorted(head_keys)))
     result.seconds = time.perf_counter() - start
     return result

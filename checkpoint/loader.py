@@ -49,6 +49,7 @@ class LoadOptions:
     allow_missing: tuple[str, ...] = ()  # fnmatch globs
     allow_unexpected: tuple[str, ...] = ()
     trust_checkpoint: bool = False
+    keep_aux: bool = False  # keep a segmentation model's auxiliary head (its "aux" output); dropped by default
     expected_sha256: str | None = None  # refuse a file with another sha256 before reading anything from it
 
     def __post_init__(self) -> None:
@@ -137,6 +138,9 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
         aligned = _align(state_dict, model, key_map, options, report, path)
         report.notes.append(f"num_classes={classes} inferred from the head's weights ({heads})")
     _copy_weights(model, aligned)
+    if getattr(model, "aux_classifier", None) is not None and not options.keep_aux:
+        model.aux_classifier = None  # torchvision's segmentation models then return {"out"} alone
+        report.notes.append("the auxiliary head (aux_classifier, a training aid) is left out: --keep-aux exports it")
     report.ok = True
     metadata = {**sidecar_meta, **checkpoint_meta}
     for key in ("arch", "arch_kwargs"):

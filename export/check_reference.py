@@ -104,11 +104,9 @@ def build_reference(
             candidates=f"preprocess/ with {serving[1]}",
         )
         eager = training
-        sets.append(image_inputs.image_set(files[:1]))
-        labels.append(f"image {files[0].name}")
-        if len(files) > 1:  # images at a second batch size
-            sets.append(image_inputs.image_set(files))
-            labels.append(f"{len(files)} images from {choice.images}")
+        for label, image_set in image_inputs.image_sets(files, serving[0]):
+            sets.append(image_set)
+            labels.append(label if label.startswith("image ") else f"{label} from {choice.images}")
     return Reference(reference_results(eager, sets), sets, labels, images, loaded.model)
 
 
@@ -126,6 +124,7 @@ def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: st
         checkpoint=path,
         arch=arch or source.arch,
         arch_kwargs=dict(source.arch_kwargs or {}),
+        keep_aux=any(spec.name == "aux" for spec in manifest.io.outputs),  # exported with --keep-aux
         expected_sha256=source.sha256 or None,
     )
     return load_model(options), path

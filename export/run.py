@@ -30,14 +30,14 @@ from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
 from modelship.export.build import Build, Verification, make_verification
 from modelship.export.formats import exporters_for
-from modelship.export.io_resolve import base_sizes, discover_outputs, resolve_inputs, torch_inputs
+from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from modelship.export.labels import default_labels
 from modelship.export.onnx_export import LEGACY_MAX_OPSET, provenance_metadata
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
 from modelship.parity import ParityReport, save_golden
 from modelship.parity.localize import Explanation
-from modelship.tasks import choose_task
+from modelship.tasks import Task, choose_task
 
 
 @dataclass
@@ -73,16 +73,7 @@ def run_export(
     steps = steps or Steps()
 
     with steps("resolve inputs and outputs"):
-        resolved = resolve_inputs(
-            model,
-            arch=source.arch,
-            metadata=metadata,
-            preprocess=preprocess,
-            input_options=spec.input_options,
-            dynamic=spec.dynamic,
-        )
-        io = discover_outputs(model, resolved)
-        task = choose_task(io, spec.task or metadata.get("task"))
+        resolved, io, task = _resolve(model, spec, source, metadata, preprocess)
     with steps("reference outputs (eager)"):
         verification = make_verification(model, io, resolved, spec, task.output_kinds(io))
     provenance = provenance_metadata(
@@ -145,6 +136,30 @@ def run_export(
         background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(manifest, dest, reports, steps.timings)
+
+
+def _resolve(
+    model: nn.Module, spec: ExportSpec, source: Source, metadata: dict[str, Any], preprocess: PreprocessSpec | None
+) -> tuple[ResolvedInputs, IOSpec, Task]:
+    """The inputs, the outputs they give and the task; a task whose models take images of any size (segmentation)
+    gets its dynamic axes when the inputs come from the architecture and --dynamic said nothing."""
+
+    def resolve(dynamic: tuple[str, ...]) -> tuple[ResolvedInputs, IOSpec]:
+        resolved = resolve_inputs(
+            model,
+            arch=source.arch,
+            metadata=metadata,
+            preprocess=preprocess,
+            input_options=spec.input_options,
+            dynamic=dynamic,
+        )
+        return resolved, discover_outputs(model, resolved)
+
+    resolved, io = resolve(spec.dynamic)
+    task = choose_task(io, spec.task or metadata.get("task"))
+    if task.dynamic and not spec.dynamic and resolved.source == "architecture":
+        resolved, io = resolve(task.dynamic)
+    return resolved, io, task
 
 
 def _explain(

@@ -5,6 +5,7 @@ the runners that use them.
 """
 
 from modelship.contract.parity_report import OutputMetrics, ParityReport
+from modelship.parity import mask_compare
 from modelship.parity.compare import COMPARE_FUNCTIONS, CompareFunction, compare_function, register_compare
 from modelship.parity.engine import (
     RunResults,
@@ -46,6 +47,7 @@ __all__ = [
     "judge_runner",
     "load_golden",
     "make_session",
+    "mask_compare",
     "random_inputs",
     "reference_results",
     "register_compare",

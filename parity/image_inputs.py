@@ -151,16 +151,30 @@ class PreprocessingDifference:
 def preprocessing_difference(
     training: Preprocess, serving: Preprocess, paths: Sequence[Path], *, reference: str = "", candidates: str = ""
 ) -> PreprocessingDifference:
-    """Both sides' model inputs on `paths`, compared (`PreprocessingDifference`; `reference` and `candidates` say
-    where each side's preprocessing came from)."""
-    expected, actual = training(paths), serving(paths)
+    """Both sides' model inputs on `paths`, compared image by image (images of a spec without a crop have sizes of
+    their own); `reference` and `candidates` say where each side's preprocessing came from."""
     sides = (reference, candidates)
-    shapes = (list(expected.shape), list(actual.shape))
-    if expected.shape != actual.shape:
-        return PreprocessingDifference(*sides, False, None, None, *shapes)
-    diff = np.abs(expected.astype(np.float64) - actual.astype(np.float64))
-    max_abs = float(diff.max())
-    return PreprocessingDifference(*sides, max_abs <= PREPROCESS_ATOL, max_abs, float(diff.mean()), *shapes)
+    worst, total, count = 0.0, 0.0, 0
+    for path in paths:
+        expected, actual = training([path]), serving([path])
+        if expected.shape != actual.shape:
+            shapes = ([len(paths), *expected.shape[1:]], [len(paths), *actual.shape[1:]])
+            return PreprocessingDifference(*sides, False, None, None, *shapes)
+        diff = np.abs(expected.astype(np.float64) - actual.astype(np.float64))
+        worst, total, count = max(worst, float(diff.max())), total + float(diff.sum()), count + diff.size
+    shape = [len(paths), *expected.shape[1:]] if paths else []
+    return PreprocessingDifference(*sides, worst <= PREPROCESS_ATOL, worst, total / max(count, 1), shape, shape)
+
+
+def image_sets(files: Sequence[Path], spec: PreprocessSpec) -> list[tuple[str, Tensors]]:
+    """The image input sets and their labels: the first image alone, then all of them (a second batch size); for a
+    spec without a fixed output size (no crop: a segmenter's), up to three images, each a set of its own size."""
+    if spec.output_hw is None:
+        return [(f"image {path.name}", image_set([path])) for path in files[:3]]
+    sets = [(f"image {files[0].name}", image_set(files[:1]))]
+    if len(files) > 1:
+        sets.append((f"{len(files)} images", image_set(files)))
+    return sets
 
 
 def training_transform(model: Any, arch: str, preprocess: PreprocessSpec | None, checkpoint: str) -> TrainingTransform:

@@ -29,6 +29,8 @@ class Tolerance:
     rtol: float
     min_cosine: float | None = None
     min_top1: float | None = None
+    max_mask_disagreement: float | None = None  # masks: the share of pixels whose class may differ
+    min_mask_iou: float | None = None  # masks: the mean per-class IoU floor
 
     def __post_init__(self) -> None:
         for name in ("atol", "rtol"):
@@ -36,7 +38,7 @@ class Tolerance:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise UsageError(f"tolerance {name} must be a number >= 0, got {value!r}")
             object.__setattr__(self, name, float(value))
-        for name in ("min_cosine", "min_top1"):
+        for name in ("min_cosine", "min_top1", "max_mask_disagreement", "min_mask_iou"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -58,8 +60,10 @@ class Tolerance:
 
 
 DEFAULTS: dict[str, Tolerance] = {
-    "fp32": Tolerance(atol=1e-3, rtol=1e-3, min_cosine=0.9999),
-    "fp16": Tolerance(atol=1e-1, rtol=5e-2, min_cosine=0.999, min_top1=0.8),
+    "fp32": Tolerance(atol=1e-3, rtol=1e-3, min_cosine=0.9999, max_mask_disagreement=1e-3, min_mask_iou=0.99),
+    "fp16": Tolerance(
+        atol=1e-1, rtol=5e-2, min_cosine=0.999, min_top1=0.8, max_mask_disagreement=1e-2, min_mask_iou=0.95
+    ),
 }
 
 

@@ -65,9 +65,10 @@ def from_timm(source: Any) -> PreprocessSpec:
 def from_torchvision(weights: Any) -> PreprocessSpec:
     """From a torchvision weights enum (`ResNet50_Weights.IMAGENET1K_V2`) or its name ("ResNet50_Weights.IMAGENET1K_V2"
     / "resnet50.IMAGENET1K_V2" style accepted by `torchvision.models.get_weight`), via its ImageClassification
-    transforms: resize_size, crop_size, interpolation, mean, std, antialias. Nothing is downloaded."""
+    transforms (resize_size, crop_size, interpolation, mean, std, antialias), or a segmentation model's through its
+    SemanticSegmentation transforms (the shorter side resized, no crop). Nothing is downloaded."""
     from torchvision.models import get_weight
-    from torchvision.transforms._presets import ImageClassification
+    from torchvision.transforms._presets import ImageClassification, SemanticSegmentation
 
     if isinstance(weights, str):
         try:
@@ -75,14 +76,14 @@ def from_torchvision(weights: Any) -> PreprocessSpec:
         except (ValueError, KeyError, AttributeError) as exc:
             raise PreprocessError(f"unknown torchvision weights {weights!r} ({exc})") from None
     preset = weights.transforms()
-    if not isinstance(preset, ImageClassification):
-        raise PreprocessError(f"{weights}: transforms are {type(preset).__name__}, not ImageClassification")
+    if not isinstance(preset, ImageClassification | SemanticSegmentation):
+        raise PreprocessError(f"{weights}: transforms are {type(preset).__name__}, not an image preset")
     interpolation = preset.interpolation.value
     if interpolation not in INTERPOLATIONS:
         raise PreprocessError(f"{weights}: interpolation {interpolation!r} is not supported")
     return PreprocessSpec(
-        resize=preset.resize_size[0],
-        crop=preset.crop_size[0],
+        resize=preset.resize_size[0] if preset.resize_size else None,
+        crop=preset.crop_size[0] if isinstance(preset, ImageClassification) else None,
         interpolation=interpolation,
         antialias=bool(preset.antialias),
         mean=tuple(preset.mean),

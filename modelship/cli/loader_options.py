@@ -59,6 +59,11 @@ _OPTIONS = [
         help="Fully unpickle a checkpoint that holds Python objects (e.g. a whole saved model). This runs code "
         "from the file: use only for files you trust.",
     ),
+    click.option(
+        "--keep-aux",
+        is_flag=True,
+        help="Keep a segmentation model's auxiliary head and export its 'aux' output (default: only 'out').",
+    ),
 ]
 
 
@@ -71,6 +76,7 @@ def _load_options(
     allow_missing: tuple[str, ...],
     allow_unexpected: tuple[str, ...],
     trust_checkpoint: bool,
+    keep_aux: bool,
 ) -> LoadOptions:
     """`LoadOptions` from the loader flags (--arch-kwargs parsed and checked here)."""
     from modelship.checkpoint import LoadOptions, LoadReport  # imported here: torch is slow to import
@@ -89,6 +95,7 @@ def _load_options(
         allow_missing=tuple(allow_missing),
         allow_unexpected=tuple(allow_unexpected),
         trust_checkpoint=trust_checkpoint,
+        keep_aux=keep_aux,
     )
 
 

@@ -202,3 +202,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
+
+
+from modelship.contract import mask_result  # noqa: E402,F401 (registers the "mask" result kind)

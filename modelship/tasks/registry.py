@@ -45,7 +45,8 @@ Answer = Callable[[np.ndarray, Sequence[str] | None, int], list[list[Prediction]
 class Task:
     """`output_kind(spec)`: the compare kind of one output; `claims(io)`: whether a model with this I/O is of this
     task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
-    no answer to show yet)."""
+    no answer to show yet); `dynamic`: the image axes its models take at any size unless --dynamic says
+    otherwise."""
 
     name: str
     description: str
@@ -54,6 +55,7 @@ class Task:
     preprocessing: str = "image"
     labels: bool = False
     answer: Answer | None = None
+    dynamic: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():

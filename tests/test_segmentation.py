@@ -1,0 +1,133 @@
+"""Segmentation models the way a user exports them: a plain state_dict of a torchvision segmenter, recognised from
+its weights, rebuilt without downloading anything (export-model runs with no network at all), exported with height
+and width dynamic and judged as masks.
+
+fp16 is not exported here: a randomly initialised MobileNetV3 backbone reaches activations of ~300 on random
+inputs, where float16's resolution (0.25) moves the logits by ~1; that needs a trained segmenter."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import skimage
+import torch
+
+from modelship.checkpoint import LoadOptions, load_model
+from modelship.checkpoint.arch import build_model
+from modelship.contract.manifest import Manifest
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.parity import Tolerance, compare_function
+from modelship.preprocess import preprocess_images
+from modelship.testing.realistic import make_realistic
+from tests.cli_contract import invoke
+
+PHOTOS = [Path(skimage.__file__).parent / "data" / name for name in ("astronaut.png", "coffee.png", "chelsea.png")]
+EXPORT_MODEL = (sys.executable, "-c", "from modelship.cli.main import export_model_main; export_model_main()")
+CLASSES = 4
+
+
+def offline(*args: object, cwd: Path) -> subprocess.CompletedProcess:
+    """Run a command with no network at all (a new network namespace): any download fails at once."""
+    return subprocess.run(
+        ["unshare", "-n", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=900, env=os.environ
+    )
+
+
+def segmenter_checkpoint(folder: Path, arch: str, **kwargs: object) -> Path:
+    """A plain state_dict of `arch`, randomly initialised, its BatchNorm statistics calibrated on real photos
+    (noise leaves near-constant channels whose tiny variances no fp16 model survives)."""
+    torch.manual_seed(0)
+    model = build_model(arch, {"num_classes": CLASSES, **kwargs}).train()
+    model = make_realistic(model, torch.from_numpy(preprocess_images(PHOTOS, PreprocessSpec(resize=160, crop=160))))
+    path = folder / f"{arch}.pt"
+    torch.save(model.state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lraspp(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("segmentation")
+    checkpoint = segmenter_checkpoint(root, "lraspp_mobilenet_v3_large")
+    result = offline(*EXPORT_MODEL, checkpoint, "--out", root / "exports", "--json", cwd=root)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return root / "exports" / "lraspp_mobilenet_v3_large", json.loads(result.stdout)
+
+
+def test_a_plain_state_dict_is_recognised_and_exported_offline(lraspp: tuple[Path, dict]) -> None:
+    folder, payload = lraspp
+    manifest = Manifest.read(folder)
+    assert manifest.source.arch == "lraspp_mobilenet_v3_large"
+    assert manifest.source.arch_kwargs == {"num_classes": CLASSES}  # read off the head's weights
+    assert manifest.task == "segmentation"
+    assert [t.name for t in manifest.io.outputs] == ["out"]
+    assert manifest.io.inputs[0].shape == ("batch", 3, "height", "width")
+    assert manifest.io.outputs[0].shape == ("batch", CLASSES, "height", "width")
+    assert manifest.preprocess is not None and (manifest.preprocess.resize, manifest.preprocess.crop) == (520, None)
+    assert payload["ok"]
+
+
+def test_every_artifact_is_judged_as_masks_at_two_sizes(lraspp: tuple[Path, dict]) -> None:
+    folder, _ = lraspp
+    manifest = Manifest.read(folder)
+    assert {a.name for a in manifest.artifacts} == {"torchscript", "onnx"}
+    for artifact in manifest.artifacts:
+        report = artifact.parity
+        assert report is not None and report.passed, (artifact.name, report and report.failures())
+        (mask,) = report.outputs
+        assert mask.kind == "mask" and mask.pixels > 0 and mask.disagreement <= 0.01 and mask.mean_iou >= 0.95
+        sizes = {tuple(r.outputs[0].tensor.shape[2:]) for r in report.per_batch or []}
+        assert len(sizes) >= 2, f"{artifact.name} verified at one image size only: {sizes}"
+
+
+def test_the_auxiliary_head_is_read_from_the_weights_and_left_out_unless_asked(tmp_path: Path) -> None:
+    checkpoint = segmenter_checkpoint(tmp_path, "deeplabv3_mobilenet_v3_large", aux_loss=True)
+    loaded = load_model(LoadOptions(checkpoint))
+    assert (loaded.arch, loaded.arch_kwargs) == ("deeplabv3_mobilenet_v3_large", {"aux_loss": True, "num_classes": 4})
+    with torch.no_grad():
+        assert list(loaded.model(torch.randn(1, 3, 64, 64))) == ["out"]
+        kept = load_model(LoadOptions(checkpoint, keep_aux=True)).model
+        assert list(kept(torch.randn(1, 3, 64, 64))) == ["out", "aux"]
+    assert any("--keep-aux" in note for note in loaded.report.notes)
+
+
+def test_masks_are_judged_by_pixels_and_iou() -> None:
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((2, 3, 16, 16)).astype(np.float32)
+    mask = compare_function("mask")
+    tolerance = Tolerance(atol=10.0, rtol=0.0, max_mask_disagreement=0.01, min_mask_iou=0.95)
+    same = mask.compare("out", reference, reference.copy(), tolerance)
+    assert same.passed and same.disagreement == 0 and same.mean_iou == 1.0
+    flipped = reference.copy()
+    flipped[:, :, :4, :] = flipped[:, ::-1, :4, :]  # a quarter of the rows: their classes change
+    result = mask.compare("out", reference, flipped, tolerance)
+    assert not result.passed and 0.1 < result.disagreement <= 0.25
+    assert any("pixels change class" in f for f in result.failures)
+    pooled = mask.aggregate([same, result], tolerance)
+    assert pooled.pixels == same.pixels + result.pixels
+    assert pooled.disagreement == pytest.approx(result.disagreement / 2)
+    wrong = mask.compare("out", reference, reference[:, :2], tolerance)
+    assert not wrong.passed and "shape" in wrong.failures[0]
+
+
+def test_parity_on_photos_runs_torchvisions_segmentation_preset(lraspp: tuple[Path, dict], tmp_path: Path) -> None:
+    """`modelship parity --images`: every photo its own size (no crop), preprocessed bit for bit as torchvision's
+    SemanticSegmentation transforms do, and each artifact judged as masks on them."""
+    folder, _ = lraspp
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for path in PHOTOS:
+        shutil.copy(path, photos / path.name)
+    result = invoke("parity", folder, "--images", photos, "--json")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["inputs"][2:] == [f"image {path.name}" for path in sorted(PHOTOS)]
+    pipelines = payload["image_pipelines"]
+    assert pipelines["matches"] and pipelines["max_abs"] == 0.0 and "COCO_WITH_VOC_LABELS" in pipelines["reference"]
+    assert pipelines["training_shape"][2] == 520  # the shorter side, as the preset resizes it
