@@ -131,3 +131,27 @@ def test_parity_on_photos_runs_torchvisions_segmentation_preset(lraspp: tuple[Pa
     pipelines = payload["image_pipelines"]
     assert pipelines["matches"] and pipelines["max_abs"] == 0.0 and "COCO_WITH_VOC_LABELS" in pipelines["reference"]
     assert pipelines["training_shape"][2] == 520  # the shorter side, as the preset resizes it
+
+
+@pytest.mark.parametrize("artifact", ["onnx", "torchscript"])
+def test_the_served_segmenter_passes_parity_on_photos(lraspp: tuple[Path, dict], tmp_path: Path, artifact: str) -> None:
+    """Published as it is exported (height and width -1 in the config), served by a real Triton and judged as
+    masks on photos of their own sizes against eager PyTorch, over gRPC."""
+    from modelship.serve.publish import publish_export
+    from modelship.serve.server import TritonServer
+
+    folder, _ = lraspp
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for path in PHOTOS:
+        shutil.copy(path, photos / path.name)
+    publish_export(folder, tmp_path / "repo", artifacts=[artifact])
+    model = f"{folder.name}_{artifact}"
+    with TritonServer(tmp_path / "repo") as server:
+        result = invoke("parity", folder, "--artifact", artifact, "--images", photos, "--served", server.grpc_url,
+                        "--served-model", model, "--json")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    reports = {r["candidate"]: r for r in json.loads(result.stdout)["reports"]}
+    served = reports[f"triton:{model}"]
+    assert served["passed"] and served["outputs"][0]["kind"] == "mask"
+    assert served["batch_sizes"] == [1, 8, 1, 1, 1]  # two random batches, then each photo at its own size
