@@ -161,17 +161,18 @@ def factory(arch: str) -> Callable[..., nn.Module]:
         return lambda **kwargs: timm.create_model(arch[len(TIMM_PREFIX) :], pretrained=False, **kwargs)
     import torchvision
 
-    offline = {"weights_backbone": None} if _takes_backbone_weights(arch) else {}
+    offline = {"weights_backbone": None} if builder_takes(arch, "weights_backbone") else {}
     return lambda **kwargs: torchvision.models.get_model(arch, weights=None, **{**kwargs, **offline})
 
 
 @cache
-def _takes_backbone_weights(arch: str) -> bool:
-    """Whether torchvision's builder of `arch` takes `weights_backbone` (segmentation and detection models): its
-    default is an ImageNet download, so modelship always passes None (the checkpoint holds every weight)."""
+def builder_takes(arch: str, parameter: str) -> bool:
+    """Whether torchvision's builder of `arch` takes `parameter`: `weights_backbone` (segmentation and detection
+    models; its default is an ImageNet download, so modelship always passes None: the checkpoint holds every
+    weight), `aux_loss` (segmenters with an auxiliary head)."""
     import torchvision
 
-    return "weights_backbone" in inspect.signature(torchvision.models.get_model_builder(arch)).parameters
+    return parameter in inspect.signature(torchvision.models.get_model_builder(arch)).parameters
 
 
 def _import_factory(arch: str) -> Callable[..., nn.Module]:

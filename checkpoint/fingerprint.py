@@ -26,6 +26,7 @@ from filelock import FileLock
 from modelship.checkpoint.arch import (
     TIMM_PREFIX,
     build_on_meta,
+    builder_takes,
     timm_models,
     torchvision_classification_models,
     torchvision_segmentation_models,
@@ -72,12 +73,8 @@ def body_hash(shapes: Shapes) -> str:
 
 def segmentation_candidates() -> list[str]:
     """Every torchvision segmentation model, and those with an auxiliary head once more with it (AUX_VARIANT)."""
-    import inspect
-
-    import torchvision
-
     names = list(torchvision_segmentation_models())
-    with_aux = [n for n in names if "aux_loss" in inspect.signature(torchvision.models.get_model_builder(n)).parameters]
+    with_aux = [n for n in names if builder_takes(n, "aux_loss")]
     return names + [n + AUX_VARIANT for n in with_aux]
 
 

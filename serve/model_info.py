@@ -114,8 +114,7 @@ class ModelInfo:
 
     def check_inputs(self, inputs: Tensors) -> None:
         """ClientError unless `inputs` match the model's declared names, dtypes and shapes (and batch limit)."""
-        info = self
-        expected = {t.name for t in info.inputs}
+        expected = {t.name for t in self.inputs}
         problems = []
         if expected - set(inputs):
             problems.append(f"missing inputs {sorted(expected - set(inputs))}")
@@ -123,32 +122,32 @@ class ModelInfo:
             problems.append(f"unexpected inputs {sorted(set(inputs) - expected)}")
         if problems:
             raise ClientError(
-                f"model {info.name!r}: {'; '.join(problems)}",
-                hint=f"inputs: {', '.join(f'{t.name} {t.datatype} {list(t.shape)}' for t in info.inputs)}",
+                f"model {self.name!r}: {'; '.join(problems)}",
+                hint=f"inputs: {', '.join(f'{t.name} {t.datatype} {list(t.shape)}' for t in self.inputs)}",
             )
         batches = set()
-        for spec in info.inputs:
+        for spec in self.inputs:
             array = inputs[spec.name]
             if not isinstance(array, np.ndarray):
-                raise ClientError(f"model {info.name!r}: input {spec.name!r} is a {type(array).__name__}, not an array")
+                raise ClientError(f"model {self.name!r}: input {spec.name!r} is a {type(array).__name__}, not an array")
             if array.dtype != spec.dtype:
                 raise ClientError(
-                    f"model {info.name!r}: input {spec.name!r} is {array.dtype}, the model takes {spec.datatype}",
+                    f"model {self.name!r}: input {spec.name!r} is {array.dtype}, the model takes {spec.datatype}",
                     hint=f"cast it: array.astype(np.{spec.dtype})",
                 )
             if not _fits(array.shape, spec.shape):
                 raise ClientError(
-                    f"model {info.name!r}: input {spec.name!r} has shape {list(array.shape)}, "
+                    f"model {self.name!r}: input {spec.name!r} has shape {list(array.shape)}, "
                     f"the model takes {list(spec.shape)} (-1: any size)",
-                    hint="the first dim is the batch" if info.max_batch_size else None,
+                    hint="the first dim is the batch" if self.max_batch_size else None,
                 )
-            if info.max_batch_size:
+            if self.max_batch_size:
                 batches.add(array.shape[0])
         if len(batches) > 1:
-            raise ClientError(f"model {info.name!r}: inputs disagree on the batch size: {sorted(batches)}")
-        if batches and max(batches) > info.max_batch_size:
+            raise ClientError(f"model {self.name!r}: inputs disagree on the batch size: {sorted(batches)}")
+        if batches and max(batches) > self.max_batch_size:
             raise ClientError(
-                f"model {info.name!r}: batch of {max(batches)} is over its max_batch_size {info.max_batch_size}",
+                f"model {self.name!r}: batch of {max(batches)} is over its max_batch_size {self.max_batch_size}",
                 hint="split the batch (modelship infer --batch N)",
             )
 
