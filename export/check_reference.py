@@ -104,9 +104,9 @@ def build_reference(
             candidates=f"preprocess/ with {serving[1]}",
         )
         eager = training
-        for label, image_set in image_inputs.image_sets(files, serving[0]):
+        for label, image_set in image_inputs.image_sets(files, serving[0], choice.images):
             sets.append(image_set)
-            labels.append(label if label.startswith("image ") else f"{label} from {choice.images}")
+            labels.append(label)
     return Reference(reference_results(eager, sets), sets, labels, images, loaded.model)
 
 

@@ -166,14 +166,14 @@ def preprocessing_difference(
     return PreprocessingDifference(*sides, worst <= PREPROCESS_ATOL, worst, total / max(count, 1), shape, shape)
 
 
-def image_sets(files: Sequence[Path], spec: PreprocessSpec) -> list[tuple[str, Tensors]]:
+def image_sets(files: Sequence[Path], spec: PreprocessSpec, folder: Path | str) -> list[tuple[str, Tensors]]:
     """The image input sets and their labels: the first image alone, then all of them (a second batch size); for a
     spec without a fixed output size (no crop: a segmenter's), up to three images, each a set of its own size."""
     if spec.output_hw is None:
         return [(f"image {path.name}", image_set([path])) for path in files[:3]]
     sets = [(f"image {files[0].name}", image_set(files[:1]))]
     if len(files) > 1:
-        sets.append((f"{len(files)} images", image_set(files)))
+        sets.append((f"{len(files)} images from {folder}", image_set(files)))
     return sets
 
 
