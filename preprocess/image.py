@@ -116,6 +116,23 @@ def preprocess_images(sources: Sequence[ImageSource], spec: PreprocessSpec) -> n
     return np.stack(arrays)
 
 
+def check_one_size(sizes: Sequence[Sequence[int]], spec: PreprocessSpec, *, originals: bool = False) -> None:
+    """Images of these (height, width) sizes make one batch: their preprocessed sizes agree (always, with a crop)
+    and, with `originals` (answers mapped back to the images), so do their own. A PreprocessError names two that
+    differ."""
+    shapes = [tuple(size) if originals else resized_size(*size, spec) for size in sizes]
+    if spec.output_hw is not None and not originals:
+        return
+    different = sorted(set(shapes))
+    if len(different) > 1:
+        first, second = (f"{h}x{w}" for h, w in different[:2])
+        raise PreprocessError(
+            f"the images of one request must share their size (this model takes each image at its own): "
+            f"got {first} and {second}",
+            hint="send images of different sizes in separate requests",
+        )
+
+
 def image_files(folder: Path) -> list[Path]:
     """The image files directly in `folder` (by extension), sorted by name."""
     folder = Path(folder)

@@ -6,7 +6,10 @@ Java service, a browser upload) sends image bytes and gets the model's outputs, 
     <repo>/<name>_preprocess/warmup/IMAGE       one real encoded image, for model_warmup
     <repo>/<name>_preprocess/<N>/model.py       serve/python_models/preprocess.py
     <repo>/<name>_preprocess/<N>/preprocess.json, modelship/...   the spec and the preprocessing code it runs
+    <repo>/<name>_postprocess/                  segmentation only: SCORES + SIZE -> MASK (the class mask at the
+                                                photo's own size), serve/python_models/postprocess.py
     <repo>/<name>_pipeline/config.pbtxt         platform "ensemble"; IMAGE -> the artifact's outputs, own names
+                                                (and MASK for a segmenter)
     <repo>/<name>_pipeline/labels.txt           so the classification extension works on the pipeline
     <repo>/<name>_pipeline/<N>/modelship.json   what it chains (an ensemble has no files; this keeps the folder)
 
@@ -28,13 +31,15 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import TensorSpec
-from modelship.contract.manifest import Artifact
+from modelship.contract.manifest import DEFAULT_TASK, Artifact
 from modelship.contract.opsets import runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.preprocess.postprocess import mask_dtype
 from modelship.serve.triton_config import (
     CLASSIFIABLE,
     LABELS_FILE,
     PARAM_LABELS,
+    PARAM_TASK,
     ServingOptions,
     dims,
     triton_dtype,
@@ -42,12 +47,16 @@ from modelship.serve.triton_config import (
 )
 
 PREPROCESS_SUFFIX = "_preprocess"
+POSTPROCESS_SUFFIX = "_postprocess"
 PIPELINE_SUFFIX = "_pipeline"
 IMAGE = "IMAGE"  # the pipeline's input: encoded image bytes, one per batch row
 PIXELS = "PIXELS"  # the preprocess model's output: the artifact's image input
+SIZE = "SIZE"  # the preprocess model's second output, for a postprocess step: each photo's (height, width)
+SCORES = "SCORES"  # the postprocess model's input: the artifact's first output
+MASK = "MASK"  # the postprocess model's (and a segmentation pipeline's) output: class indices per photo pixel
 WARMUP_DIR = "warmup"
-TEMPLATE = Path(__file__).parent / "python_models" / "preprocess.py"
-# modelship's modules the preprocess model imports (numpy + Pillow only), copied beside its model.py
+TEMPLATES = Path(__file__).parent / "python_models"
+# modelship's modules the preprocess and postprocess models import (numpy + Pillow only), copied beside model.py
 VENDORED = (
     "modelship",
     "modelship.contract",
@@ -57,6 +66,7 @@ VENDORED = (
     "modelship.preprocess",
     "modelship.preprocess.image",
     "modelship.preprocess.builders",
+    "modelship.preprocess.postprocess",
 )
 PILLOW = "pillow>=10"
 STOCK_DOCKERFILE = f"FROM {runtime_target().image}\nRUN pip install --no-cache-dir '{PILLOW}'\n"
@@ -72,10 +82,18 @@ class PipelinePlan:
     artifact: Artifact
     image: TensorSpec
     spec: PreprocessSpec
+    postprocess_name: str | None = None  # a segmenter's last step: the class mask at each photo's own size
+
+    @property
+    def mask(self) -> bool:
+        return self.postprocess_name is not None
 
 
-def plan_pipeline(base: str, model_name: str, artifact: Artifact, spec: PreprocessSpec | None) -> PipelinePlan:
-    """The pipeline for `artifact` served as `model_name`, or a PublishError saying why it cannot have one."""
+def plan_pipeline(
+    base: str, model_name: str, artifact: Artifact, spec: PreprocessSpec | None, *, mask: bool = False
+) -> PipelinePlan:
+    """The pipeline for `artifact` served as `model_name` (with `mask`, ending in the class mask of its first
+    output), or a PublishError saying why it cannot have one."""
     inputs = artifact.io.inputs
     if spec is None:
         raise PublishError(
@@ -89,12 +107,15 @@ def plan_pipeline(base: str, model_name: str, artifact: Artifact, spec: Preproce
         )
     if not artifact.io.batched:
         raise PublishError(f"artifact {artifact.name!r} has no batch axis: no pipeline for it")
-    if spec.output_hw is None:
+    scores = artifact.io.outputs[0] if artifact.io.outputs else None
+    if mask and (scores is None or len(scores.shape) != 4 or not isinstance(scores.shape[1], int)):
         raise PublishError(
-            "the preprocessing spec gives every image its own size (no crop): a batched pipeline needs one size",
-            hint="set a crop in the spec, or pass --pipeline-artifact none",
+            f"artifact {artifact.name!r}: its first output is not [batch, classes, height, width] class scores",
+            hint="export the segmenter's mask output first, or pass --pipeline-artifact none",
         )
-    return PipelinePlan(base + PREPROCESS_SUFFIX, base + PIPELINE_SUFFIX, model_name, artifact, inputs[0], spec)
+    postprocess = base + POSTPROCESS_SUFFIX if mask else None
+    names = (base + PREPROCESS_SUFFIX, base + PIPELINE_SUFFIX)
+    return PipelinePlan(*names, model_name, artifact, inputs[0], spec, postprocess_name=postprocess)
 
 
 def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
@@ -102,9 +123,9 @@ def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelCo
     config = mc.ModelConfig(name=plan.preprocess_name, backend="python", max_batch_size=options.max_batch_size)
     config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
     config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=_pixel_dims(plan))
-    config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
-    # decoding runs on the CPU even when the model runs on a GPU
-    config.instance_group.add(count=options.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+    if plan.mask:
+        config.output.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
+    _on_cpu(config, options)
     config.parameters["max_pixels"].string_value = str(options.max_image_pixels)
     warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1)
     warmup.inputs[IMAGE].CopyFrom(mc.ModelWarmup.Input(data_type=mc.TYPE_STRING, dims=[1], input_data_file=IMAGE))
@@ -112,17 +133,47 @@ def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelCo
     return config
 
 
-def pipeline_config(plan: PipelinePlan, options: ServingOptions, labels: list[str] | None) -> mc.ModelConfig:
-    """The ensemble IMAGE -> preprocess -> model, with the model's outputs under the export's names."""
+def postprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
+    """The Python-backend model: SCORES (the artifact's first output) and SIZE in, the class MASK out (and the
+    SCORES, passed through when a request asks for them)."""
+    scores = plan.artifact.io.outputs[0]
+    config = mc.ModelConfig(name=plan.postprocess_name, backend="python", max_batch_size=options.max_batch_size)
+    config.input.add(name=SCORES, data_type=triton_dtype(scores), dims=dims(scores, batched=True))
+    config.input.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
+    config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
+    config.output.add(name=SCORES, data_type=triton_dtype(scores), dims=dims(scores, batched=True))
+    _on_cpu(config, options)
+    config.version_policy.latest.num_versions = 1
+    return config
+
+
+def _on_cpu(config: mc.ModelConfig, options: ServingOptions) -> None:
+    """Dynamically batched, on CPU instances: decoding and masks run on the CPU even when the model has a GPU."""
+    config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
+    config.instance_group.add(count=options.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
+
+
+def _mask_type(plan: PipelinePlan) -> int:
+    return mc.TYPE_UINT8 if mask_dtype(plan.artifact.io.outputs[0].shape[1]) == np.uint8 else mc.TYPE_INT32
+
+
+def pipeline_config(
+    plan: PipelinePlan, options: ServingOptions, labels: list[str] | None, task: str = DEFAULT_TASK
+) -> mc.ModelConfig:
+    """The ensemble IMAGE -> preprocess -> model (-> postprocess), with the model's outputs under the export's
+    names (and MASK)."""
     names = triton_names(plan.artifact)
     config = mc.ModelConfig(name=plan.pipeline_name, platform="ensemble", max_batch_size=options.max_batch_size)
     config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
     for spec in plan.artifact.io.outputs:
         config.output.add(name=spec.name, data_type=triton_dtype(spec), dims=dims(spec, batched=True))
+    if plan.mask:
+        config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
     if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:  # the output pipeline_output names
         config.output[0].label_filename = LABELS_FILE
     if labels:
         config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read
+    config.parameters[PARAM_TASK].string_value = task
     steps = config.ensemble_scheduling
     first = steps.step.add(model_name=plan.preprocess_name, model_version=-1)
     first.input_map[IMAGE] = IMAGE
@@ -131,15 +182,32 @@ def pipeline_config(plan: PipelinePlan, options: ServingOptions, labels: list[st
     second.input_map[next(iter(names.inputs))] = "pixels"
     for served, own in names.outputs.items():
         second.output_map[served] = own
+    if plan.mask:
+        # the scores reach the client through the postprocess step: a tensor that is both an ensemble output and
+        # a later step's input deadlocks Triton's ensemble when a request asks for the other outputs only
+        scores = plan.artifact.io.outputs[0].name
+        second.output_map[next(iter(names.outputs))] = "scores"
+        first.output_map[SIZE] = "size"
+        third = steps.step.add(model_name=plan.postprocess_name, model_version=-1)
+        third.input_map[SCORES] = "scores"
+        third.input_map[SIZE] = "size"
+        third.output_map[MASK] = MASK
+        third.output_map[SCORES] = scores
     config.version_policy.latest.num_versions = 1
     return config
 
 
 def stage_preprocess_files(plan: PipelinePlan, version_dir: Path) -> None:
     """The preprocess model's version folder: model.py, its spec and the modelship modules it imports."""
-    version_dir.mkdir(parents=True)
-    shutil.copy2(TEMPLATE, version_dir / "model.py")
+    stage_python_model("preprocess", version_dir)
     plan.spec.write(version_dir / "preprocess.json")
+
+
+def stage_python_model(template: str, version_dir: Path) -> None:
+    """A Python-backend model's version folder: serve/python_models/<template>.py as model.py and the modelship
+    modules it imports."""
+    version_dir.mkdir(parents=True)
+    shutil.copy2(TEMPLATES / f"{template}.py", version_dir / "model.py")
     for module in VENDORED:
         found = importlib.util.find_spec(module)
         assert found is not None and found.origin is not None, module
@@ -167,7 +235,7 @@ def serialized_bytes(items: list[bytes]) -> bytes:
 
 
 def _pixel_dims(plan: PipelinePlan) -> list[int]:
-    height, width = plan.spec.output_hw or (0, 0)
+    height, width = plan.spec.output_hw or (-1, -1)  # no crop: each image its own size
     return [3, height, width] if plan.spec.layout == "NCHW" else [height, width, 3]
 
 

@@ -12,8 +12,16 @@ from tritonclient.utils import triton_to_np_dtype
 
 from modelship.contract.errors import ClientError, PreprocessError
 from modelship.contract.iospec import ServedNames
+from modelship.contract.manifest import DEFAULT_TASK
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.triton_config import PARAM_EXPORT, PARAM_IO, PARAM_LABELS, PARAM_PREPROCESS, ExportRecord
+from modelship.serve.triton_config import (
+    PARAM_EXPORT,
+    PARAM_IO,
+    PARAM_LABELS,
+    PARAM_PREPROCESS,
+    PARAM_TASK,
+    ExportRecord,
+)
 
 Tensors = dict[str, np.ndarray]
 
@@ -84,6 +92,13 @@ class ModelInfo:
         """Where the model came from, as modelship published it (None for models not published by modelship)."""
         data = self._json(PARAM_EXPORT)
         return ExportRecord.from_dict(data) if isinstance(data, dict) else None
+
+    @property
+    def task(self) -> str:
+        """The model's task: its export's, else a pipeline's (PARAM_TASK), else classification (models published
+        before tasks were recorded, or not by modelship)."""
+        info = self.export_info
+        return info.task if info else self.parameters.get(PARAM_TASK) or DEFAULT_TASK
 
     @property
     def io_names(self) -> ServedNames:

@@ -31,9 +31,11 @@ from modelship.serve.ensemble import (
     WARMUP_DIR,
     PipelinePlan,
     pipeline_config,
+    postprocess_config,
     preprocess_config,
     serialized_bytes,
     stage_preprocess_files,
+    stage_python_model,
     warmup_image,
 )
 from modelship.serve.model_staging import CONFIG_FILE, PREPROCESS_FILE, check_compatible, config_path, install
@@ -138,7 +140,7 @@ def publish_export(
     pipe, note = pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
     result.notes += [note] if note else []
     with repository.locked(repo):
-        staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list)
+        staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list, task.name)
         for art in chosen:
             result.models.append(_stage(staged, export_dir, manifest, art, model_names[art.name]))
         if pipe is not None:
@@ -157,6 +159,7 @@ class _Staging:
     options: ServingOptions
     version: int | None
     labels: list[str] | None
+    task: str
 
 
 def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact, model_name: str) -> PublishedModel:
@@ -224,15 +227,14 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
             pipe.preprocess_name, "preprocess", preprocess_number, path, config_path(repo, pipe.preprocess_name), ""
         )
     )
+    if pipe.postprocess_name is not None:
+        published.append(_stage_postprocess(staged, pipe, pipe.postprocess_name))
     pipeline_number = repository.choose_version(repo / pipe.pipeline_name, version)
-    files: dict[str, str | bytes] = {CONFIG_FILE: to_text(pipeline_config(pipe, options, labels))}
+    files: dict[str, str | bytes] = {CONFIG_FILE: to_text(pipeline_config(pipe, options, labels, staged.task))}
     if labels:
         files[LABELS_FILE] = "\n".join(labels) + "\n"
-    record = {
-        "pipeline": pipe.pipeline_name,
-        "steps": [pipe.preprocess_name, pipe.model_name],
-        "version": pipeline_number,
-    }
+    steps = [pipe.preprocess_name, pipe.model_name] + ([pipe.postprocess_name] if pipe.postprocess_name else [])
+    record = {"pipeline": pipe.pipeline_name, "steps": steps, "version": pipeline_number}
 
     def version_files(version_dir: Path) -> None:  # an ensemble has no files; a record keeps the folder in S3 too
         version_dir.mkdir(parents=True)
@@ -246,6 +248,18 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
         )
     )
     return published
+
+
+def _stage_postprocess(staged: _Staging, pipe: PipelinePlan, name: str) -> PublishedModel:
+    """Stage `<name>_postprocess` (a segmenter's class mask) into the plan."""
+    number = repository.choose_version(staged.repo / name, staged.version)
+    config = {CONFIG_FILE: to_text(postprocess_config(pipe, staged.options))}
+
+    def files(version_dir: Path) -> None:
+        stage_python_model("postprocess", version_dir)
+
+    path = install(staged.plan, staged.repo, name, number, files, config)
+    return PublishedModel(name, "postprocess", number, path, config_path(staged.repo, name), "")
 
 
 def _copy_verified(source: Path, target: Path, art: Artifact) -> None:

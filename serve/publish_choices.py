@@ -11,7 +11,13 @@ from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
 from modelship.serve import repository
-from modelship.serve.ensemble import PIPELINE_SUFFIX, PREPROCESS_SUFFIX, PipelinePlan, plan_pipeline
+from modelship.serve.ensemble import (
+    PIPELINE_SUFFIX,
+    POSTPROCESS_SUFFIX,
+    PREPROCESS_SUFFIX,
+    PipelinePlan,
+    plan_pipeline,
+)
 from modelship.tasks import Task
 
 AUTO_PIPELINE = "auto"  # a pipeline over the ONNX fp32 artifact when one can be built, else a note saying why
@@ -41,9 +47,12 @@ def pipeline_plan(
                 f"--pipeline-artifact {artifact}: that artifact is not being published",
                 hint=f"publish it too (--artifact {artifact}), or choose one of {', '.join(published)}",
             )
-        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX):
+        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX) + ((POSTPROCESS_SUFFIX,) if task.pipeline_mask else ()):
             repository.check_model_name(base + suffix)
-        return plan_pipeline(base, model_names[artifact], published[artifact], manifest.preprocess), None
+        plan = plan_pipeline(
+            base, model_names[artifact], published[artifact], manifest.preprocess, mask=task.pipeline_mask
+        )
+        return plan, None
     except PublishError as exc:
         if explicit:
             raise

@@ -50,6 +50,7 @@ PARAM_PREPROCESS = "modelship.preprocess"
 PARAM_IO = "modelship.io"
 PARAM_LABELS = "modelship.labels"
 PARAM_EXPORT = "modelship.export"
+PARAM_TASK = "modelship.task"  # a pipeline's task (an artifact's is in its PARAM_EXPORT record)
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,46 @@ def test_the_served_segmenter_passes_parity_on_photos(lraspp: tuple[Path, dict],
     served = reports[f"triton:{model}"]
     assert served["passed"] and served["outputs"][0]["kind"] == "mask"
     assert served["batch_sizes"] == [1, 8, 1, 1, 1]  # two random batches, then each photo at its own size
+
+
+def test_the_pipeline_answers_the_class_mask_of_each_photo(lraspp: tuple[Path, dict], tmp_path: Path) -> None:
+    """`publish` (defaults) writes `_preprocess -> onnx -> _postprocess` as `<name>_pipeline`; `modelship infer`
+    on it prints each class's share and writes overlays the photos' own size; the bare artifact, its scores made
+    into masks by the client, answers the same; images of different sizes in one request fail that request."""
+    from PIL import Image
+
+    from modelship.contract.errors import ClientError
+    from modelship.serve.server import TritonServer
+
+    folder, _ = lraspp
+    assert invoke("publish", folder, "--repo", tmp_path / "repo").exit_code == 0
+    pipeline = f"{folder.name}_pipeline"
+    with TritonServer(tmp_path / "repo") as server:
+        served = invoke("infer", *PHOTOS, "--model", pipeline, "--url", server.grpc_url, "--save", tmp_path / "masks",
+                        "--json")  # fmt: skip
+        bare = invoke("infer", *PHOTOS, "--model", f"{folder.name}_onnx", "--url", server.http_url, "--json")
+        shown = invoke("infer", PHOTOS[0], "--model", pipeline, "--url", server.http_url)
+        with server.client() as client, pytest.raises(ClientError, match="share their size"):
+            images = np.array([[PHOTOS[0].read_bytes()], [PHOTOS[1].read_bytes()]], dtype=object)
+            client.infer(pipeline, {"IMAGE": images}, outputs=["MASK"])
+        assert server.client().ready()
+    assert served.exit_code == 0 and bare.exit_code == 0, served.output + bare.output
+    answers = json.loads(served.stdout)["segmentations"]
+    for answer, path in zip(answers, PHOTOS, strict=True):
+        with Image.open(path) as photo, Image.open(answer["overlay"]) as tinted:
+            assert answer["size"] == [photo.height, photo.width] and tinted.size == photo.size
+        assert sum(entry["share"] for entry in answer["classes"]) == pytest.approx(1.0)
+    assert [dict(a, overlay=None) for a in answers] == json.loads(bare.stdout)["segmentations"]
+    assert shown.exit_code == 0 and shown.output.startswith(f"{PHOTOS[0]}  (512x512)"), shown.output
+
+
+def test_a_class_mask_is_scaled_to_the_photo_by_nearest_neighbour() -> None:
+    from modelship.preprocess.postprocess import class_mask, class_shares, palette
+
+    scores = np.zeros((3, 2, 2), dtype=np.float32)
+    scores[1, 0, 0] = scores[2, 1, 1] = 1.0  # class 1 top-left, class 2 bottom-right, class 0 elsewhere
+    mask = class_mask(scores, (4, 6))
+    assert mask.dtype == np.uint8 and mask.shape == (4, 6)
+    assert (mask[:2, :3] == 1).all() and (mask[2:, 3:] == 2).all() and (mask[:2, 3:] == 0).all()
+    assert class_shares(mask, 3).tolist() == [0.5, 0.25, 0.25]
+    assert palette(3).tolist() == [[0, 0, 0], [128, 0, 0], [0, 128, 0]]  # PASCAL VOC's first colours

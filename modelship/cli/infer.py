@@ -1,7 +1,8 @@
-"""`modelship infer IMAGE... --model NAME`: classify images with a served model, over HTTP or gRPC.
+"""`modelship infer IMAGE... --model NAME`: ask a served model about images, over HTTP or gRPC: the top-k classes
+of a classifier, each class's share of the photo for a segmenter (modelship.cli.segment).
 
-The preprocessing spec and labels come from the model itself (config parameters written by `modelship publish`),
-so the client needs nothing but the server's address: no torch, no export folder.
+The task, preprocessing spec and labels come from the model itself (config parameters written by `modelship
+publish`), so the client needs nothing but the server's address: no torch, no export folder.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import click
 import numpy as np
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.segment import Segmentation, segment
 from modelship.cli.server_flags import protocol_option, url_option
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
-from modelship.tasks import DEFAULT_TASK, get_task
+from modelship.tasks import get_task
 from modelship.tasks.registry import Answer
+from modelship.tasks.segmentation import SEGMENTATION
 
 
 def classify(client: TritonClient, model: str, images: list[Path], *, batch: int = 8, k: int = 5) -> list[dict]:
@@ -26,7 +29,7 @@ def classify(client: TritonClient, model: str, images: list[Path], *, batch: int
     and preprocesses), else preprocessed with the model's published spec."""
     info = client.model(model)
     answer = _answer(info)
-    tensor = _image_input(info)
+    tensor = image_input(info)
     size = min(batch, info.max_batch_size) if info.max_batch_size else 1
     output = info.outputs[0].name
     chunks = [images[start : start + size] for start in range(0, len(images), size)]
@@ -45,7 +48,7 @@ def classify(client: TritonClient, model: str, images: list[Path], *, batch: int
 def _answer(info: ModelInfo) -> Answer:
     """How the served model's task shows an answer (its export's task, published in the config; classification
     for models published before tasks were recorded)."""
-    task = get_task(info.export_info.task if info.export_info else DEFAULT_TASK)
+    task = get_task(info.task)
     if task.answer is None:
         raise ClientError(f"model {info.name!r} is a {task.name} model; `infer` shows no {task.name} answers yet")
     return task.answer
@@ -70,10 +73,11 @@ def _read(path: Path) -> bytes:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _image_input(info: ModelInfo) -> TensorInfo:
+def image_input(info: ModelInfo) -> TensorInfo:
+    """The model's one input: an image tensor, or encoded bytes for a pipeline."""
     if len(info.inputs) != 1:
         raise ClientError(
-            f"model {info.name!r} takes {len(info.inputs)} inputs; `infer` classifies single-image-input models"
+            f"model {info.name!r} takes {len(info.inputs)} inputs; `infer` serves single-image-input models"
         )
     return info.inputs[0]
 
@@ -85,19 +89,45 @@ def _image_input(info: ModelInfo) -> TensorInfo:
 @protocol_option("--url", default=None)
 @click.option("--top-k", "k", type=int, default=5, show_default=True, help="How many classes to show per image.")
 @click.option("--batch", type=int, default=8, show_default=True, help="Images per request (capped by max_batch_size).")
+@click.option(
+    "--save",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Segmentation: write each photo tinted by class to DIR/<stem>_mask.png.",
+)
 @json_option
 def infer_command(
-    images: tuple[Path, ...], model: str, url: str | None, protocol: str | None, k: int, batch: int, as_json: bool
+    images: tuple[Path, ...],
+    model: str,
+    url: str | None,
+    protocol: str | None,
+    k: int,
+    batch: int,
+    save: Path | None,
+    as_json: bool,
 ) -> None:
-    """Classify IMAGE files with a model served by Triton, printing the top-k classes with labels.
+    """Ask a model served by Triton about IMAGE files: a classifier's top-k classes with labels, a segmenter's
+    share of each photo per class (and, with --save, the photo tinted by class).
 
     Images are preprocessed exactly as at export (the spec is read from the served model's config) and sent as
     binary tensors with tritonclient; a NAME_pipeline model gets the encoded files as they are (its server
-    decodes and preprocesses them). Batches are sent concurrently.
+    decodes and preprocesses them, and a segmenter's answers the class mask at the photo's size). Requests are
+    sent concurrently.
     """
     if k < 1 or batch < 1:
         raise UsageError("--top-k and --batch must be at least 1")
     with TritonClient(url, protocol) as client:
+        info = client.model(model)
+        if info.task == SEGMENTATION.name:
+            segmented = segment(client, info, image_input(info), list(images), save)
+            if as_json:
+                answers = [answer.to_dict() for answer in segmented]
+                emit_json({"ok": True, "model": model, "url": client.url, "segmentations": answers})
+                return
+            _show_segmentations(segmented)
+            return
+        if save is not None:
+            raise UsageError(f"--save: model {model!r} is a {info.task} model; --save writes segmentation overlays")
         predictions = classify(client, model, list(images), batch=batch, k=k)
         if as_json:
             emit_json({"ok": True, "model": model, "url": client.url, "predictions": predictions})
@@ -106,3 +136,12 @@ def infer_command(
         click.echo(prediction["image"])
         for rank, entry in enumerate(prediction["top_k"], 1):
             click.echo(f"  {rank}. {entry['label']:<24} {entry['probability']:7.2%}  (score {entry['score']:.4f})")
+
+
+def _show_segmentations(segmented: list[Segmentation]) -> None:
+    for answer in segmented:
+        click.echo(f"{answer.image}  ({answer.width}x{answer.height})")
+        for entry in answer.classes:
+            click.echo(f"  {entry.label:<24} {entry.share:7.2%}")
+        if answer.overlay:
+            click.echo(f"  overlay: {answer.overlay}")

@@ -46,7 +46,8 @@ class Task:
     """`output_kind(spec)`: the compare kind of one output; `claims(io)`: whether a model with this I/O is of this
     task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
     no answer to show yet); `dynamic`: the image axes its models take at any size unless --dynamic says
-    otherwise."""
+    otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
+    own size (a `_postprocess` step)."""
 
     name: str
     description: str
@@ -56,6 +57,7 @@ class Task:
     labels: bool = False
     answer: Answer | None = None
     dynamic: tuple[str, ...] = ()
+    pipeline_mask: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():

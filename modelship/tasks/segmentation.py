@@ -31,5 +31,6 @@ SEGMENTATION = register_task(
         claims=claims,
         preprocessing="image",
         dynamic=("height", "width"),
+        pipeline_mask=True,
     )
 )
