@@ -69,6 +69,13 @@ def torchvision_segmentation_models() -> tuple[str, ...]:
 
 
 @cache
+def torchvision_detection_models() -> tuple[str, ...]:
+    import torchvision
+
+    return tuple(torchvision.models.list_models(module=torchvision.models.detection))
+
+
+@cache
 def torchvision_models() -> tuple[str, ...]:
     import torchvision
 

@@ -1,9 +1,10 @@
 """Recognise an architecture from a state dict's key names and tensor shapes.
 
-Each candidate (every torchvision classification and segmentation model, the latter with and without its auxiliary
-head, and timm models whose pretrained config names a first conv and classifier present in the checkpoint) is built
-once on the meta device with an unusual class count
-(PROBE_CLASSES); the tensors whose shape carries that count are its head. Its signature is a hash of the other
+Each candidate (every torchvision classification, segmentation and detection model, segmenters with and without
+their auxiliary head, and timm models whose pretrained config names a first conv and classifier present in the
+checkpoint) is built once on the meta device with an unusual class count (PROBE_CLASSES); the tensors whose shape
+carries a multiple of that count are its head (a detector's box regressor has 4 per class, an anchor-based
+classifier one per anchor and class). Its signature is a hash of the other
 keys and shapes (the body) plus the head's shapes with the class dimension left open, so one checkpoint lookup
 finds exact matches, infers num_classes from the head, and also spots a checkpoint whose head was stripped.
 Signatures are cached in the process and on disk (~/.cache/modelship, keyed by torch/torchvision/timm versions).
@@ -29,12 +30,14 @@ from modelship.checkpoint.arch import (
     builder_takes,
     timm_models,
     torchvision_classification_models,
+    torchvision_detection_models,
     torchvision_segmentation_models,
 )
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
+SIGNATURE_SCHEMA = 2  # the cache file's layout: 2 = head dims as -k (multiples of the class count)
 AUX_VARIANT = "+aux"  # a candidate name suffix: the model built with its auxiliary head (aux_loss=True)
 Shapes = dict[str, tuple[int, ...]]
 
@@ -43,7 +46,7 @@ Shapes = dict[str, tuple[int, ...]]
 class Signature:
     arch: str
     body: str  # sha1 of the sorted non-head (key, shape) pairs, keys without wrapper prefixes
-    head: dict[str, list[int]]  # head key -> shape, -1 where the class count goes
+    head: dict[str, list[int]]  # head key -> shape, -k where k times the class count goes
     default_num_classes: int
     keys: int
     arch_kwargs: dict[str, Any] = field(default_factory=dict)  # what the candidate is built with (aux_loss)
@@ -71,6 +74,11 @@ def body_hash(shapes: Shapes) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
+def detection_candidates() -> list[str]:
+    """Every torchvision detector."""
+    return list(torchvision_detection_models())
+
+
 def segmentation_candidates() -> list[str]:
     """Every torchvision segmentation model, and those with an auxiliary head once more with it (AUX_VARIANT)."""
     names = list(torchvision_segmentation_models())
@@ -87,19 +95,25 @@ def compute_signature(candidate: str) -> Signature | None:
     except ArchitectureError:
         return None
     shapes = {strip_all_wrappers(k): tuple(v.shape) for k, v in model.state_dict().items()}
-    head = {k: [-1 if d == PROBE_CLASSES else d for d in s] for k, s in shapes.items() if PROBE_CLASSES in s}
+    head = {
+        k: [-(d // PROBE_CLASSES) if d and d % PROBE_CLASSES == 0 else d for d in s]
+        for k, s in shapes.items()
+        if any(d and d % PROBE_CLASSES == 0 for d in s)
+    }
     if not head:
         return None
     body = {k: s for k, s in shapes.items() if k not in head}
-    return Signature(arch, body_hash(body), head, _default_num_classes(arch), len(shapes), kwargs)
+    return Signature(arch, body_hash(body), head, default_num_classes(arch), len(shapes), kwargs)
 
 
-def _default_num_classes(arch: str) -> int:
+def default_num_classes(arch: str) -> int:
     if arch.startswith(TIMM_PREFIX):
         from timm.models import get_pretrained_cfg
 
         cfg = get_pretrained_cfg(arch[len(TIMM_PREFIX) :])
         return int(cfg.num_classes) if cfg is not None and cfg.num_classes is not None else 1000
+    if arch in torchvision_detection_models():  # COCO's 91 (keypoint R-CNN: person or not)
+        return 2 if arch.startswith("keypointrcnn") else 91
     return 21 if arch in torchvision_segmentation_models() else 1000  # torchvision's segmentation builders: VOC
 
 
@@ -131,7 +145,7 @@ class SignatureStore:
         self._loaded_from: Path | None = None
 
     def _file(self) -> Path:
-        return cache_dir() / f"fingerprints-{_versions()}.json"
+        return cache_dir() / f"fingerprints-v{SIGNATURE_SCHEMA}-{_versions()}.json"
 
     def _load_disk(self) -> None:
         path = self._file()
@@ -200,7 +214,7 @@ def fingerprint(
     """Every candidate architecture whose keys and shapes equal the checkpoint's (wrapper prefixes ignored)."""
     start = time.perf_counter()
     normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
-    archs = list(torchvision_classification_models()) + segmentation_candidates()
+    archs = list(torchvision_classification_models()) + segmentation_candidates() + detection_candidates()
     if include_timm:
         archs += timm_candidates(set(normalized))
     signatures, built = STORE.get_many(archs, progress)
@@ -234,8 +248,10 @@ def _head_classes(sig: Signature, shapes: Shapes) -> int | None:
         if len(shape) != len(template):
             return None
         for want, got in zip(template, shape, strict=True):
-            if want == -1:
-                counts.add(got)
+            if want < 0:
+                if got % -want:
+                    return None
+                counts.add(got // -want)
             elif want != got:
                 return None
     return counts.pop() if len(counts) == 1 else None

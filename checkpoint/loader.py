@@ -11,6 +11,8 @@ from typing import Any
 import torch
 
 from modelship.checkpoint.arch import build_model
+from modelship.checkpoint.detector import DetectorTensors, is_detector
+from modelship.checkpoint.fingerprint import default_num_classes
 from modelship.checkpoint.keymap import (
     KeyMap,
     apply_key_map,
@@ -128,7 +130,7 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     try:
         aligned = _align(state_dict, model, key_map, options, report, path)
     except KeyMappingError:
-        classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report)
+        classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report, choice.arch)
         if classes is None:
             raise
         heads = ", ".join(m["key"] for m in report.shape_mismatches)
@@ -141,6 +143,12 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     if getattr(model, "aux_classifier", None) is not None and not options.keep_aux:
         model.aux_classifier = None  # torchvision's segmentation models then return {"out"} alone
         report.notes.append("the auxiliary head (aux_classifier, a training aid) is left out: --keep-aux exports it")
+    if is_detector(model):
+        model = DetectorTensors(model).eval()
+        report.notes.append(
+            f"detector: exported behind one tensor interface: a batch of images (RGB, 0..1) in; boxes, scores and "
+            f"labels padded to {model.max_detections} rows per image, and num (the valid rows), out"
+        )
     report.ok = True
     metadata = {**sidecar_meta, **checkpoint_meta}
     for key in ("arch", "arch_kwargs"):
@@ -281,23 +289,30 @@ def _align(
     return aligned
 
 
-def _head_classes(report: LoadReport) -> int | None:
+def _head_classes(report: LoadReport, arch: str) -> int | None:
     """The class count when the only problem is a re-sized head: every mismatch differs in its first dimension
-    alone, all by the same size, and nothing is missing or unexpected. None when that is ambiguous."""
+    alone, each in proportion to the class count (the model was built with the architecture's default; a box
+    regressor has 4 rows per class, an anchor head one per anchor and class), and nothing is missing or unexpected.
+    None when that is ambiguous."""
     mismatches = report.shape_mismatches
     if report.missing_keys or report.unexpected_keys or not mismatches:
         return None
     if not all(m["checkpoint"][1:] == m["model"][1:] and m["checkpoint"][0] != m["model"][0] for m in mismatches):
         return None
-    classes = {m["checkpoint"][0] for m in mismatches}
-    return classes.pop() if len(classes) == 1 else None
+    sizes = {m["checkpoint"][0] for m in mismatches}
+    if len(sizes) == 1:
+        return sizes.pop()
+    default = default_num_classes(arch)
+    implied = {m["checkpoint"][0] * default / m["model"][0] for m in mismatches}
+    classes = implied.pop() if len(implied) == 1 else 0
+    return int(classes) if classes == int(classes) and classes > 0 else None
 
 
 def _mismatch_hint(report: LoadReport) -> str:
     if report.suggestions:
         rules = "; ".join(s["toml"].replace("\n", " ") for s in report.suggestions[:3])
         return f"these look renamed; put in a --key-map TOML file: {rules}"
-    classes = _head_classes(report)
+    classes = _head_classes(report, report.arch)
     if classes is not None:
         return f"the head has {classes} outputs: pass --arch-kwargs '{{\"num_classes\": {classes}}}'"
     parts = []

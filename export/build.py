@@ -30,6 +30,7 @@ from modelship.parity import (
     random_inputs,
     reference_results,
 )
+from modelship.tasks import Task
 
 
 @dataclass
@@ -93,6 +94,7 @@ class Build:
     target: Any
     provenance: dict[str, str]
     background: ThreadPoolExecutor  # verifications that can run while the next format exports (TorchScript's)
+    task: Task
     hashes: dict[str, str] = field(default_factory=dict)  # sha256 of the artifacts hashed as they were written
     nodes: dict[str, int] = field(default_factory=dict)  # node counts of the ONNX artifacts written
     external_data: bool = False  # the fp32 ONNX weights passed protobuf's limit: the fp16 file is split too

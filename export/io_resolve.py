@@ -153,7 +153,10 @@ def _image_inputs(model: nn.Module, arch: str | None, preprocess: PreprocessSpec
         )
     height, width = image_size(model, arch, preprocess)
     shape = (BATCH, channels, height, width)
-    return ResolvedInputs((TensorSpec(names[0], shape),), {"height": height, "width": width}, "architecture")
+    # pixels left in [0, 1] (a detector normalises inside) are tested in [0, 1]; normalised ones as N(0, 1)
+    unit = preprocess is not None and preprocess.unnormalised
+    image = TensorSpec(names[0], shape, value_range=(0.0, 1.0) if unit else None)
+    return ResolvedInputs((image,), {"height": height, "width": width}, "architecture")
 
 
 def image_size(model: nn.Module, arch: str | None, preprocess: PreprocessSpec | None = None) -> tuple[int, int]:

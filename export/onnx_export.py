@@ -30,6 +30,7 @@ from modelship.contract.manifest import sha256_file
 from modelship.contract.opsets import RuntimeTarget
 
 EXPORTERS = ("dynamo", "legacy")
+DEFAULT_EXPORTER = "dynamo"  # unless the task's models need another (modelship.tasks: Task.onnx_exporter)
 LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_FROM = int(PROTOBUF_LIMIT * 0.9)  # weights from this size go to a .data file: the graph needs room too
@@ -72,6 +73,8 @@ def export_onnx(
             warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX", DeprecationWarning)
             warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
             warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
+            # torchvision's detectors build size tensors from tensors as they are traced (harmless: same values)
+            warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
             proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=exporter == "dynamo")
     except Exception as exc:
         system = _system_cause(exc)

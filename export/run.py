@@ -32,7 +32,7 @@ from modelship.export.build import Build, Verification, make_verification
 from modelship.export.formats import exporters_for
 from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from modelship.export.labels import default_labels
-from modelship.export.onnx_export import LEGACY_MAX_OPSET, provenance_metadata
+from modelship.export.onnx_export import DEFAULT_EXPORTER, LEGACY_MAX_OPSET, provenance_metadata
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
 from modelship.parity import ParityReport, save_golden
@@ -68,12 +68,13 @@ def run_export(
     dest = spec.out_dir
     refuse_existing(dest, spec.force)
     target = runtime_target(spec.triton)
-    opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
     model = model.eval()
     steps = steps or Steps()
 
     with steps("resolve inputs and outputs"):
         resolved, io, task = _resolve(model, spec, source, metadata, preprocess)
+    spec = replace(spec, exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER)
+    opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
     with steps("reference outputs (eager)"):
         verification = make_verification(model, io, resolved, spec, task.output_kinds(io))
     provenance = provenance_metadata(
@@ -93,7 +94,9 @@ def run_export(
     # in Python. The thread only runs the reloaded ScriptModules; everything touching the eager model stays here.
     background = ThreadPoolExecutor(1, thread_name_prefix="modelship-verify")
     try:
-        build = Build(model, spec, io, example, verification, staging, steps, opset, target, provenance, background)
+        build = Build(
+            model, spec, io, example, verification, staging, steps, opset, target, provenance, background, task
+        )
         artifacts, reports = _build_artifacts(build)
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:

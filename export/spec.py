@@ -27,7 +27,7 @@ class ExportSpec:
     fp16_io: bool = False
     fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
     opset: int | None = None
-    exporter: str = "dynamo"
+    exporter: str | None = None  # None: what the task's models need (detectors: legacy), else dynamo
     trace: bool = False
     input_options: tuple[InputOption | str, ...] = ()  # --input values, parsed here: refused before any loading
     dynamic: tuple[str, ...] = ()
@@ -49,7 +49,7 @@ class ExportSpec:
         unknown = sorted(set(self.formats) - set(known))
         if unknown:
             raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(known)}")
-        if self.exporter not in EXPORTERS:
+        if self.exporter is not None and self.exporter not in EXPORTERS:
             raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
         if self.fp16_io and not self.fp16:
             raise UsageError("--fp16-io needs --fp16", hint="add --fp16")

@@ -5,7 +5,7 @@ the runners that use them.
 """
 
 from modelship.contract.parity_report import OutputMetrics, ParityReport
-from modelship.parity import mask_compare
+from modelship.parity import box_compare, mask_compare
 from modelship.parity.compare import COMPARE_FUNCTIONS, CompareFunction, compare_function, register_compare
 from modelship.parity.engine import (
     RunResults,
@@ -39,6 +39,7 @@ __all__ = [
     "ToleranceConfig",
     "ToleranceOverrides",
     "TorchRunner",
+    "box_compare",
     "compare_arrays",
     "compare_function",
     "compare_results",

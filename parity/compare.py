@@ -29,13 +29,16 @@ from modelship.parity.tolerance import Tolerance
 class CompareFunction:
     """`compare(name, reference, candidate, tolerance)` judges one input set; `aggregate(results, tolerance)`
     pools an output's results over every set (worst case); `missing(name, reference, reason)` is the failed
-    result of an output the candidate did not give or gave in another shape."""
+    result of an output the candidate did not give or gave in another shape. A `joint` function's verdict spans
+    outputs: `compare` and `missing` get every output of the set (name -> array) instead of one array, and the
+    outputs it judges with it have the kind PART."""
 
     kind: str
     description: str
     compare: Callable[[str, np.ndarray, np.ndarray, Tolerance], OutputResult]
     aggregate: Callable[[Sequence[OutputResult], Tolerance], OutputResult]
     missing: Callable[[str, np.ndarray, str], OutputResult]
+    joint: bool = False
 
     def __post_init__(self) -> None:
         if not self.kind or not self.kind.replace("_", "").isalnum():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from modelship.contract.errors import ModelshipError
-from modelship.contract.parity_report import OutputResult, ParityReport, SetVerdict
+from modelship.contract.parity_report import PART, OutputResult, ParityReport, SetVerdict
 from modelship.parity.batching import batch_size, run_in_batches
 from modelship.parity.compare import compare_function
 from modelship.parity.runner_protocol import Runner, Tensors
@@ -71,7 +71,8 @@ def compare_results(
     per_output: dict[str, list[OutputResult]] = {}
     per_batch = []
     for label, expected, actual in zip(labels, reference.outputs, candidate.outputs, strict=False):
-        results = [_compare_one(name, ref, actual.get(name), tolerance, kinds) for name, ref in expected.items()]
+        judged = [name for name in expected if kinds.get(name) != PART]
+        results = [_compare_one(name, expected, actual, tolerance, kinds) for name in judged]
         for result in results:
             per_output.setdefault(result.name, []).append(result)
         per_batch.append(SetVerdict(label, all(m.passed for m in results), results))
@@ -121,12 +122,16 @@ def compare_runners(
 
 
 def _compare_one(
-    name: str, reference: np.ndarray, candidate: np.ndarray | None, tolerance: ToleranceConfig, kinds: Mapping
+    name: str, expected: Tensors, actual: Tensors, tolerance: ToleranceConfig, kinds: Mapping
 ) -> OutputResult:
+    """Output `name` of one set judged by its kind's function (a joint one sees every output of the set)."""
     function = compare_function(kinds.get(name, DEFAULT_KIND))
+    if function.joint:
+        return function.compare(name, expected, actual, tolerance.for_output(name))
+    candidate = actual.get(name)
     if candidate is None:
-        return function.missing(name, np.asarray(reference), "missing from the candidate's outputs")
-    return function.compare(name, reference, candidate, tolerance.for_output(name))
+        return function.missing(name, np.asarray(expected[name]), "missing from the candidate's outputs")
+    return function.compare(name, expected[name], candidate, tolerance.for_output(name))
 
 
 def candidate_error(exc: Exception) -> str:

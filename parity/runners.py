@@ -86,6 +86,7 @@ class OnnxRuntimeRunner(BaseRunner):
             raise ValueError("session_options and model bytes are not sent to an isolated runner's child process")
         self.path = Path(path)
         self.io = io
+        self.max_batch = io.max_rows if io is not None else None  # a single-row graph takes a set row by row
         self.name = name
         self.providers = providers
         self._options = session_options

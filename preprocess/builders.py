@@ -65,10 +65,11 @@ def from_timm(source: Any) -> PreprocessSpec:
 def from_torchvision(weights: Any) -> PreprocessSpec:
     """From a torchvision weights enum (`ResNet50_Weights.IMAGENET1K_V2`) or its name ("ResNet50_Weights.IMAGENET1K_V2"
     / "resnet50.IMAGENET1K_V2" style accepted by `torchvision.models.get_weight`), via its ImageClassification
-    transforms (resize_size, crop_size, interpolation, mean, std, antialias), or a segmentation model's through its
-    SemanticSegmentation transforms (the shorter side resized, no crop). Nothing is downloaded."""
+    transforms (resize_size, crop_size, interpolation, mean, std, antialias), a segmentation model's through its
+    SemanticSegmentation transforms (the shorter side resized, no crop), a detector's ObjectDetection preset (the
+    pixels in [0, 1] as they are: the detector resizes and normalises inside). Nothing is downloaded."""
     from torchvision.models import get_weight
-    from torchvision.transforms._presets import ImageClassification, SemanticSegmentation
+    from torchvision.transforms._presets import ImageClassification, ObjectDetection, SemanticSegmentation
 
     if isinstance(weights, str):
         try:
@@ -76,6 +77,8 @@ def from_torchvision(weights: Any) -> PreprocessSpec:
         except (ValueError, KeyError, AttributeError) as exc:
             raise PreprocessError(f"unknown torchvision weights {weights!r} ({exc})") from None
     preset = weights.transforms()
+    if isinstance(preset, ObjectDetection):
+        return PreprocessSpec(resize=None, crop=None, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
     if not isinstance(preset, ImageClassification | SemanticSegmentation):
         raise PreprocessError(f"{weights}: transforms are {type(preset).__name__}, not an image preset")
     interpolation = preset.interpolation.value

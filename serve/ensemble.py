@@ -41,6 +41,7 @@ from modelship.serve.triton_config import (
     PARAM_LABELS,
     PARAM_TASK,
     ServingOptions,
+    add_tensor,
     dims,
     triton_dtype,
     triton_names,
@@ -166,7 +167,7 @@ def pipeline_config(
     config = mc.ModelConfig(name=plan.pipeline_name, platform="ensemble", max_batch_size=options.max_batch_size)
     config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
     for spec in plan.artifact.io.outputs:
-        config.output.add(name=spec.name, data_type=triton_dtype(spec), dims=dims(spec, batched=True))
+        add_tensor(config.output, spec.name, spec, batched=True, reshape=False)
     if plan.mask:
         config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
     if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:  # the output pipeline_output names

@@ -20,8 +20,7 @@ from modelship.serve.ensemble import (
 )
 from modelship.tasks import Task
 
-AUTO_PIPELINE = "auto"  # a pipeline over the ONNX fp32 artifact when one can be built, else a note saying why
-AUTO_PIPELINE_ARTIFACT = "onnx"
+AUTO_PIPELINE = "auto"  # a pipeline over the task's artifact (ONNX fp32) when one can be built, else a note why
 
 
 def pipeline_plan(
@@ -37,7 +36,7 @@ def pipeline_plan(
     if artifact is None:
         return None, None
     explicit = artifact != AUTO_PIPELINE
-    artifact = AUTO_PIPELINE_ARTIFACT if artifact == AUTO_PIPELINE else artifact
+    artifact = task.pipeline_artifact if artifact == AUTO_PIPELINE else artifact
     published = {a.name: a for a in chosen}
     try:
         if task.preprocessing != "image":
@@ -49,6 +48,12 @@ def pipeline_plan(
             )
         for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX) + ((POSTPROCESS_SUFFIX,) if task.pipeline_mask else ()):
             repository.check_model_name(base + suffix)
+        spec = manifest.preprocess
+        if task.pipeline_same_size and spec is not None and (spec.resize or spec.crop):
+            raise PublishError(
+                f"a {task.name} pipeline answers in the photo's own pixels: its preprocessing must not resize or crop",
+                hint="the model resizes inside: export with a spec without resize or crop, or --pipeline-artifact none",
+            )
         plan = plan_pipeline(
             base, model_names[artifact], published[artifact], manifest.preprocess, mask=task.pipeline_mask
         )

@@ -39,8 +39,12 @@ class TritonRunner(BaseRunner):
 
     @property
     def max_batch(self) -> int | None:
-        """The served model's max_batch_size: the parity engine splits larger input sets into requests of it."""
-        return self.info.max_batch_size or None
+        """The served model's max_batch_size: the parity engine splits larger input sets into requests of it. A
+        model without a batch axis whose inputs take one row (a single-row ONNX detector) gets one at a time."""
+        info = self.info
+        if info.max_batch_size:
+            return info.max_batch_size
+        return 1 if info.inputs and all(t.shape[:1] == (1,) for t in info.inputs) else None
 
     @property
     def takes(self) -> str:

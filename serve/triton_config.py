@@ -99,6 +99,16 @@ def dims(spec: TensorSpec, batched: bool) -> list[int]:
     return [d if isinstance(d, int) else -1 for d in shape]
 
 
+def add_tensor(tensors: Any, name: str, spec: TensorSpec, batched: bool, *, reshape: bool = True) -> None:
+    """Declare one input or output in `tensors` (a config's `input` or `output`). A batched tensor that is the batch
+    axis alone (a detector's `num [batch]`) is declared `[1]` (Triton needs at least one dim), reshaped to `[]` for
+    the model; an ensemble passes it on as the model's clients see it (`reshape=False`)."""
+    shape = dims(spec, batched)
+    entry = tensors.add(name=name, data_type=triton_dtype(spec), dims=shape or [1])
+    if not shape and reshape:
+        entry.reshape.SetInParent()
+
+
 def triton_dtype(spec: TensorSpec) -> int:
     return mc.DataType.Value(dtypes.TABLE[spec.dtype].triton)
 
@@ -170,9 +180,9 @@ def build_config(
         max_batch_size=options.max_batch_size if batched else 0,
     )
     for triton_name, spec in zip(names.inputs, io.inputs, strict=True):
-        config.input.add(name=triton_name, data_type=triton_dtype(spec), dims=dims(spec, batched))
+        add_tensor(config.input, triton_name, spec, batched)
     for triton_name, spec in zip(names.outputs, io.outputs, strict=True):
-        config.output.add(name=triton_name, data_type=triton_dtype(spec), dims=dims(spec, batched))
+        add_tensor(config.output, triton_name, spec, batched)
     image_format = _image_format(io, preprocess)
     if image_format:
         config.input[0].format = mc.ModelInput.Format.Value(image_format)
@@ -215,6 +225,8 @@ def _image_format(io: IOSpec, preprocess: PreprocessSpec | None) -> str | None:
     layout = preprocess.layout
     channels = 1 if layout == "NCHW" else 3
     if not image.dtype.startswith("float") or len(image.shape) != 4 or image.shape[channels] != 3:
+        return None
+    if not io.batched:  # Triton's format needs 3 dims, the config's without the batch
         return None
     return IMAGE_FORMATS.get(layout)
 

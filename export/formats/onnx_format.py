@@ -1,5 +1,8 @@
 """ONNX (`--onnx`): the model through torch.onnx (dynamo or legacy exporter) at the target Triton's opset, its dynamic
-axes checked in the graph, verified in ONNX Runtime; `--fp16` adds the variant export.fp16_strategy converts."""
+axes checked in the graph, verified in ONNX Runtime; `--fp16` adds the variant export.fp16_strategy converts.
+
+A task whose models loop over the images of a batch in Python (detectors) gets single-row graphs: the legacy
+exporter unrolls that loop, so the batch axis is fixed at 1 and the graph is verified row by row on every set."""
 
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ from modelship.parity import OnnxRuntimeRunner
 
 def start(build: Build) -> list[Finish]:
     """fp32, then fp16 from the same graph; each verified as it is written."""
-    spec, io, name = build.spec, build.io, "onnx"
+    spec, name = build.spec, "onnx"
+    io = build.io.single_row() if build.task.onnx_single_row else build.io
+    example = tuple(t[:1] for t in build.example) if build.task.onnx_single_row else build.example
     with build.steps("export onnx", name):
         exported = export_onnx(
             build.model,
             build.path(name),
             io,
-            build.example,
+            example,
             opset=build.opset,
             target=build.target,
             exporter=spec.exporter,
@@ -41,7 +46,8 @@ def start(build: Build) -> list[Finish]:
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
-    """ExportError if an axis the spec calls dynamic has a fixed size in the ONNX graph's inputs or outputs."""
+    """ExportError if an axis the spec calls dynamic has a fixed size in the ONNX graph's inputs or outputs, or a
+    size the spec fixes is a symbol in the graph."""
     graph_dims = {value.name: value.type.tensor_type.shape.dim for value in (*proto.graph.input, *proto.graph.output)}
     baked = []
     for tensor in (*io.inputs, *io.outputs):
@@ -56,6 +62,21 @@ def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
             f"the exporter baked dynamic axes into fixed sizes: {', '.join(baked)}",
             hint="the model's code specialises on that size; try --exporter legacy or fix the model",
             details={"baked_axes": baked},
+        )
+    loose = [
+        f"{tensor.name}[{index}] = {size}"
+        for tensor in (*io.inputs, *io.outputs)
+        for index, size in enumerate(tensor.shape)
+        if isinstance(size, int)
+        and index < len(graph_dims[tensor.name])
+        and not graph_dims[tensor.name][index].HasField("dim_value")
+    ]
+    if loose:
+        raise ExportError(
+            f"the ONNX graph leaves fixed sizes open: {', '.join(loose)} (Triton checks the config's sizes against "
+            "the graph's and would refuse the model)",
+            hint="make the model's output size visible to the exporter (e.g. reshape to it), or name the axis dynamic",
+            details={"open_axes": loose},
         )
 
 

@@ -45,7 +45,7 @@ class ExportFlags:
     out: Path
     name: str | None
     opset: int | None
-    exporter: str
+    exporter: str | None
     trace: bool
     inputs: tuple[str, ...]
     dynamic: str
@@ -130,9 +130,9 @@ export_flags = flag_group(
         click.option(
             "--exporter",
             type=click.Choice(["dynamo", "legacy"]),
-            default="dynamo",
-            show_default=True,
-            help="ONNX exporter: torch.export based (dynamo) or TorchScript-based (legacy).",
+            default=None,
+            help="ONNX exporter: torch.export based (dynamo) or TorchScript-based (legacy). Default: dynamo, or "
+            "what the model kind needs (legacy for detectors, which torch.export cannot export).",
         ),
         click.option(
             "--trace",

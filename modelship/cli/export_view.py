@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
@@ -86,13 +87,15 @@ def summary_table(rows: list[Row]) -> Table:
     for column in ("artifact", "size", "max abs err", "cosine", "top-1", "verdict"):
         table.add_column(column, justify="left" if column in ("artifact", "verdict") else "right")
     for name, size, report in rows:
-        outputs = [o for o in (report.outputs if report is not None else []) if isinstance(o, OutputMetrics)]
+        results = report.outputs if report is not None else []
+        outputs = [o for o in results if isinstance(o, OutputMetrics)]
+        judged = escape("; ".join(o.summary() for o in results if not isinstance(o, OutputMetrics)))  # masks, boxes
         max_abs = max((o.max_abs for o in outputs), default=None)
         cosine = min((o.cosine for o in outputs), default=None)
         top1 = min((o.top1_agreement for o in outputs if o.top1_agreement is not None), default=None)
         passed = report is not None and report.passed
         error = (report.error if report is not None else None) or ""
-        verdict = "[green]PASS[/]" if passed else f"[red]FAIL[/] {error}".rstrip()
+        verdict = ("[green]PASS[/]" if passed else f"[red]FAIL[/] {error}".rstrip()) + (f" {judged}" if judged else "")
         table.add_row(
             name,
             "-" if size is None else f"{size / 1e6:.1f} MB",

@@ -7,11 +7,13 @@ publish`), so the client needs nothing but the server's address: no torch, no ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 import numpy as np
 
+from modelship.cli.detect import Detections, detect
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.segment import Segmentation, segment
 from modelship.cli.server_flags import protocol_option, url_option
@@ -20,6 +22,7 @@ from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
 from modelship.tasks import get_task
+from modelship.tasks.detection import DETECTION
 from modelship.tasks.registry import Answer
 from modelship.tasks.segmentation import SEGMENTATION
 
@@ -93,7 +96,15 @@ def image_input(info: ModelInfo) -> TensorInfo:
     "--save",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Segmentation: write each photo tinted by class to DIR/<stem>_mask.png.",
+    help="Segmentation: write each photo tinted by class to DIR/<stem>_mask.png; detection: with its boxes drawn "
+    "to DIR/<stem>_boxes.png.",
+)
+@click.option(
+    "--min-score",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="Detection: show detections scoring at least this.",
 )
 @json_option
 def infer_command(
@@ -104,10 +115,12 @@ def infer_command(
     k: int,
     batch: int,
     save: Path | None,
+    min_score: float,
     as_json: bool,
 ) -> None:
     """Ask a model served by Triton about IMAGE files: a classifier's top-k classes with labels, a segmenter's
-    share of each photo per class (and, with --save, the photo tinted by class).
+    share of each photo per class (with --save, the photo tinted by class), a detector's boxes with label and score
+    (with --save, drawn on the photo).
 
     Images are preprocessed exactly as at export (the spec is read from the served model's config) and sent as
     binary tensors with tritonclient; a NAME_pipeline model gets the encoded files as they are (its server
@@ -118,16 +131,16 @@ def infer_command(
         raise UsageError("--top-k and --batch must be at least 1")
     with TritonClient(url, protocol) as client:
         info = client.model(model)
-        if info.task == SEGMENTATION.name:
-            segmented = segment(client, info, image_input(info), list(images), save)
+        per_photo = _per_photo(client, info, list(images), save, min_score)
+        if per_photo is not None:
+            key, answers, show = per_photo
             if as_json:
-                answers = [answer.to_dict() for answer in segmented]
-                emit_json({"ok": True, "model": model, "url": client.url, "segmentations": answers})
+                emit_json({"ok": True, "model": model, "url": client.url, key: [a.to_dict() for a in answers]})
                 return
-            _show_segmentations(segmented)
+            show(answers)
             return
         if save is not None:
-            raise UsageError(f"--save: model {model!r} is a {info.task} model; --save writes segmentation overlays")
+            raise UsageError(f"--save: model {model!r} is a {info.task} model; --save draws segmentations and boxes")
         predictions = classify(client, model, list(images), batch=batch, k=k)
         if as_json:
             emit_json({"ok": True, "model": model, "url": client.url, "predictions": predictions})
@@ -138,6 +151,18 @@ def infer_command(
             click.echo(f"  {rank}. {entry['label']:<24} {entry['probability']:7.2%}  (score {entry['score']:.4f})")
 
 
+def _per_photo(
+    client: TritonClient, info: ModelInfo, images: list[Path], save: Path | None, min_score: float
+) -> tuple[str, list, Callable[[list], None]] | None:
+    """A segmenter's or a detector's answers (one request per photo), their `--json` key and how they print; None
+    for a model of another task."""
+    if info.task == SEGMENTATION.name:
+        return "segmentations", segment(client, info, image_input(info), images, save), _show_segmentations
+    if info.task == DETECTION.name:
+        return "detections", detect(client, info, image_input(info), images, save, min_score), _show_detections
+    return None
+
+
 def _show_segmentations(segmented: list[Segmentation]) -> None:
     for answer in segmented:
         click.echo(f"{answer.image}  ({answer.width}x{answer.height})")
@@ -145,3 +170,13 @@ def _show_segmentations(segmented: list[Segmentation]) -> None:
             click.echo(f"  {entry.label:<24} {entry.share:7.2%}")
         if answer.overlay:
             click.echo(f"  overlay: {answer.overlay}")
+
+
+def _show_detections(found: list[Detections]) -> None:
+    for answer in found:
+        click.echo(f"{answer.image}  ({answer.width}x{answer.height}): {len(answer.detections)} detections")
+        for entry in answer.detections:
+            x1, y1, x2, y2 = entry.box
+            click.echo(f"  {entry.label:<16} {entry.score:6.3f}  [{x1:.0f}, {y1:.0f}, {x2:.0f}, {y2:.0f}]")
+        if answer.drawn:
+            click.echo(f"  drawn: {answer.drawn}")

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from modelship.contract.errors import ClientError, UsageError
-from modelship.preprocess.image import load_image, transform
+from modelship.cli.photo_requests import photo_request, save_folder
+from modelship.contract.errors import ClientError
+from modelship.preprocess.image import load_image
 from modelship.preprocess.postprocess import class_mask, class_shares, overlay
 from modelship.serve.client import TritonClient
 from modelship.serve.ensemble import MASK
@@ -56,12 +56,8 @@ def segment(
     photos = [load_image(path) for path in images]
     pipeline = tensor.datatype == "BYTES"
     output = MASK if pipeline else info.outputs[0].name
-    requests = [{tensor.name: _request(info, tensor, path, photo)} for path, photo in zip(images, photos, strict=True)]
-    if save is not None:
-        try:
-            save.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"--save {save}: cannot create the folder ({exc.strerror or exc})") from None
+    requests = [{tensor.name: photo_request(info, tensor, p, photo)} for p, photo in zip(images, photos, strict=True)]
+    save = save_folder(save)
     results = client.infer_many(info.name, requests, outputs=[output])
     answers = []
     for path, photo, result in zip(images, photos, results, strict=True):
@@ -74,16 +70,6 @@ def segment(
             overlay(photo, mask, classes).save(written)
         answers.append(Segmentation(Path(path), *size, _shares(mask, classes, info.labels), written))
     return answers
-
-
-def _request(info: ModelInfo, tensor: TensorInfo, path: Path, photo: Image.Image) -> np.ndarray:
-    """What the model takes for one photo: its file's bytes (a pipeline), else its preprocessed pixels."""
-    if tensor.datatype == "BYTES":
-        return np.array([[Path(path).read_bytes()]], dtype=object)
-    spec = info.preprocess
-    if spec is None:
-        raise ClientError(f"model {info.name!r} publishes no preprocessing spec", hint="publish it again")
-    return transform(photo, spec)[None].astype(tensor.dtype, copy=False)
 
 
 def _classes(info: ModelInfo) -> int:

@@ -7,7 +7,7 @@ named "batch" on every input and output means the model batches along axis 0 (Tr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from modelship.contract.dtypes import DTYPES
@@ -94,6 +94,20 @@ class IOSpec:
     def batched(self) -> bool:
         """True when every input and output has a leading dynamic "batch" dimension."""
         return all(t.batched for t in (*self.inputs, *self.outputs))
+
+    @property
+    def max_rows(self) -> int | None:
+        """1 when the model takes one row at a time (its batch axis fixed at 1: `single_row`), else None."""
+        tensors = (*self.inputs, *self.outputs)
+        return 1 if all(t.shape and t.shape[0] == 1 for t in tensors) else None
+
+    def single_row(self) -> IOSpec:
+        """The same I/O with the batch axis fixed at one row (for an exporter that unrolls a per-row loop)."""
+
+        def fixed(specs: tuple[TensorSpec, ...]) -> tuple[TensorSpec, ...]:
+            return tuple(replace(t, shape=(1, *t.shape[1:])) if t.batched else t for t in specs)
+
+        return IOSpec(fixed(self.inputs), fixed(self.outputs))
 
     def to_dict(self) -> dict[str, Any]:
         return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}

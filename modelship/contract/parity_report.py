@@ -40,6 +40,7 @@ class OutputResult(Protocol):
 
 
 R = TypeVar("R")
+PART = "part"  # the compare kind of an output judged within another output's joint verdict (a detector's scores)
 RESULT_TYPES: Registry[type] = Registry("result kind")  # kind -> result class (with a `from_dict` classmethod)
 
 
@@ -204,4 +205,4 @@ def _json_number(value: Any) -> Any:
     return value
 
 
-from modelship.contract import mask_result  # noqa: E402,F401 (registers the "mask" result kind)
+from modelship.contract import box_result, mask_result  # noqa: E402,F401 (register the "boxes" and "mask" result kinds)

@@ -76,6 +76,11 @@ class PreprocessSpec:
             )
 
     @property
+    def unnormalised(self) -> bool:
+        """Pixels come out in [0, 1] as they are (mean 0, std 1: the model normalises them itself)."""
+        return self.mean == (0.0, 0.0, 0.0) and self.std == (1.0, 1.0, 1.0) and abs(self.scale - 1 / 255) < 1e-12
+
+    @property
     def output_hw(self) -> tuple[int, int] | None:
         """The (height, width) of every output, or None when it depends on the image (no crop, shorter-side)."""
         if self.crop is not None:

@@ -47,7 +47,11 @@ class Task:
     task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
     no answer to show yet); `dynamic`: the image axes its models take at any size unless --dynamic says
     otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
-    own size (a `_postprocess` step)."""
+    own size (a `_postprocess` step); `pipeline_artifact`: the artifact its `_pipeline` serves by default;
+    `pipeline_same_size`: its answers are in the input's pixels, so the pipeline must not resize or crop;
+    `onnx_exporter`: the ONNX exporter its models need (unless --exporter says
+    otherwise) and `onnx_why`, the reason; `onnx_single_row`: its ONNX graphs take one row (the exporter unrolls the
+    model's per-image loop), judged row by row."""
 
     name: str
     description: str
@@ -58,6 +62,11 @@ class Task:
     answer: Answer | None = None
     dynamic: tuple[str, ...] = ()
     pipeline_mask: bool = False
+    pipeline_artifact: str = "onnx"
+    pipeline_same_size: bool = False
+    onnx_exporter: str | None = None
+    onnx_why: str = ""
+    onnx_single_row: bool = False
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():

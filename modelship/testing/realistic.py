@@ -48,3 +48,19 @@ def make_realistic(
         for bn in norms:
             bn.momentum = 0.1
     return model.eval()
+
+
+@torch.no_grad()
+def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, head_std: float = 0.1) -> nn.Module:
+    """A torchvision detector whose answers mean something: its backbone's BatchNorm calibrated on `images`
+    ([batch, 3, H, W] in 0..1, normalised as the detector does inside) and its class and box heads drawn wider
+    (default initialisation scores every class alike, so every box ties and their order is arbitrary)."""
+    transform = detector.transform
+    mean = torch.tensor(transform.image_mean).view(1, 3, 1, 1)
+    std = torch.tensor(transform.image_std).view(1, 3, 1, 1)
+    make_realistic(detector.backbone, ((images - mean) / std,))
+    generator = torch.Generator().manual_seed(0)
+    for name, param in detector.named_parameters():
+        if param.dim() > 1 and any(part in name for part in ("classification_head", "cls_logits", "box_predictor")):
+            param.copy_(torch.randn(param.shape, generator=generator) * head_std)
+    return detector.eval()

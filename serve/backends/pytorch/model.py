@@ -6,7 +6,8 @@ INPUT__1, ...), or else taken in config order; outputs are `<name>__<index>` (OU
 map onto the returned tensors in order (a tuple, list, named tuple or dict is flattened depth first in its own
 order, the order modelship's exporters name outputs in). As natively: the input count must match forward()'s
 arguments at load; at inference an output the model does not return, or of another data type than the config
-says, fails that request with the native backend's message. Self-contained: torch, numpy and Triton's utils.
+says, fails that request with the native backend's message. Self-contained: torch, torchvision (its operators,
+as the native backend links libtorchvision: a scripted detector calls torchvision::nms), numpy and Triton's utils.
 
 Config parameters honoured: `intra_op_thread_count` (torch threads; default CPU cores / instance count).
 """
@@ -16,6 +17,7 @@ import os
 
 import numpy as np
 import torch
+import torchvision  # noqa: F401 (its operators, nms and roi_align: the native backend links libtorchvision)
 import triton_python_backend_utils as pb_utils
 from modelship_backend import ConfigError, execute, threads, torch_argument_order, torch_output_order
 

@@ -1,0 +1,79 @@
+"""One tensor interface for torchvision's detectors, the same in eager PyTorch, TorchScript, ONNX and Triton.
+
+torchvision's detectors take a list of [3, H, W] images and answer a list of dicts of tensors whose length varies
+per image (and, scripted, a `(losses, detections)` tuple). `DetectorTensors` wraps one so that it takes a batch
+`image [batch, 3, height, width]` (float RGB in [0, 1]; the detector resizes and normalises inside, as in eager)
+and answers, per image, `max_detections` rows padded after the valid ones:
+
+    boxes  [batch, max_detections, 4]  float (x1, y1, x2, y2) in the input image's pixels; padding 0
+    scores [batch, max_detections]     float, best first; padding 0
+    labels [batch, max_detections]     int64 class index; padding -1
+    num    [batch]                     int64, how many rows are detections
+
+`max_detections` is the detector's own `detections_per_img`, so no detection is ever cut.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from modelship.contract.box_result import DETECTION_OUTPUTS
+
+__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "is_detector", "max_detections", "score_threshold"]
+
+
+def is_detector(model: nn.Module) -> bool:
+    """A torchvision detector (Faster/Mask/Keypoint R-CNN, RetinaNet, FCOS, SSD, SSDlite)."""
+    from torchvision.models.detection.fcos import FCOS
+    from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
+    from torchvision.models.detection.retinanet import RetinaNet
+    from torchvision.models.detection.ssd import SSD
+
+    return isinstance(model, (GeneralizedRCNN, RetinaNet, FCOS, SSD))
+
+
+def max_detections(model: nn.Module) -> int:
+    """The detector's cap on detections per image (`detections_per_img`)."""
+    heads = getattr(model, "roi_heads", None)
+    return int(heads.detections_per_img if heads is not None else model.detections_per_img)
+
+
+def score_threshold(model: nn.Module) -> float:
+    """The score below which the detector drops a box."""
+    heads = getattr(model, "roi_heads", None)
+    return float(heads.score_thresh if heads is not None else model.score_thresh)
+
+
+class DetectorTensors(nn.Module):
+    """A torchvision detector behind fixed-rank tensors (module docstring)."""
+
+    def __init__(self, detector: nn.Module) -> None:
+        super().__init__()
+        self.detector = detector
+        self.max_detections = max_detections(detector)
+
+    def forward(self, image: Tensor) -> dict[str, Tensor]:
+        images = [image[i] for i in range(image.shape[0])]
+        if torch.jit.is_scripting():  # noqa: SIM108 (TorchScript compiles only this branch of a statement)
+            found = self.detector(images)[1]  # scripted detectors answer (losses, detections)
+        else:
+            found = self.detector(images)
+        boxes: list[Tensor] = []
+        scores: list[Tensor] = []
+        labels: list[Tensor] = []
+        num: list[int] = []
+        for detections in found:  # padded by concatenation: an empty answer must export (no slice assignment)
+            count = detections["boxes"].shape[0]
+            boxes.append(torch.cat([detections["boxes"], image.new_zeros((self.max_detections - count, 4))]))
+            scores.append(torch.cat([detections["scores"], image.new_zeros((self.max_detections - count,))]))
+            padding = torch.full((self.max_detections - count,), -1, dtype=torch.int64, device=image.device)
+            labels.append(torch.cat([detections["labels"], padding]))
+            num.append(count)
+        rows = self.max_detections  # reshaped to it: the exported graph then declares the row count, not a symbol
+        return {
+            "boxes": torch.stack(boxes).reshape(len(found), rows, 4),
+            "scores": torch.stack(scores).reshape(len(found), rows),
+            "labels": torch.stack(labels).reshape(len(found), rows),
+            "num": torch.tensor(num, dtype=torch.int64, device=image.device),
+        }

@@ -1,0 +1,59 @@
+"""`BoxMetrics`: how a detector's answers from a candidate differ from the reference's, box by box.
+
+Per image, the valid boxes (the first `num` rows) of the reference and the candidate are matched one to one: same
+label, IoU at least MATCH_IOU, the best-overlapping pairs first. Matched boxes are compared on their coordinates
+(pixels) and scores; an unmatched box is `tolerated` when its score is within the score margin of the threshold edge
+(the model's score threshold, or the lowest score kept when the image's list is full), where NMS ties and the
+threshold legitimately flip boxes, and counted against the verdict otherwise. Padded rows are never compared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+from modelship.contract.parity_report import register_result
+
+DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (modelship.checkpoint.detector)
+
+
+@register_result
+@dataclass
+class BoxMetrics:
+    name: str
+    images: int
+    reference_boxes: int
+    candidate_boxes: int
+    matched: int
+    max_box_diff: float  # pixels, over matched boxes' coordinates
+    max_score_diff: float
+    tolerated: int  # unmatched boxes near the threshold edge
+    unmatched_scores: list[float] = field(default_factory=list)  # the others' scores, highest first
+    passed: bool = True
+    failures: list[str] = field(default_factory=list)
+    kind: ClassVar[str] = "boxes"
+
+    @property
+    def unmatched(self) -> int:
+        return len(self.unmatched_scores)
+
+    def figures(self) -> dict[str, str]:
+        return {
+            "boxes": f"{self.matched}/{self.reference_boxes} matched",
+            "max box diff": f"{self.max_box_diff:.2g} px",
+            "max score diff": f"{self.max_score_diff:.1e}",
+            "unmatched": f"{self.unmatched} (+{self.tolerated} at the edge)",
+        }
+
+    def summary(self) -> str:
+        return (
+            f"{self.name} {self.matched}/{self.reference_boxes} matched, max diff {self.max_box_diff:.2g} px, "
+            f"{self.unmatched} unmatched"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BoxMetrics:
+        return cls(**{k: v for k, v in data.items() if k != "kind"})

@@ -1,0 +1,39 @@
+"""`detection`: per image, a padded set of boxes, scores and labels plus the number of valid rows (the interface of
+`modelship.checkpoint.detector`). `boxes` is judged as detections (matched one to one with the reference's, with
+their scores and labels: `modelship.parity.box_compare`); `scores`, `labels` and `num` are part of that verdict.
+Height and width are dynamic by default: a detector takes images of any size and resizes them itself."""
+
+from __future__ import annotations
+
+from modelship.contract.box_result import DETECTION_OUTPUTS
+from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.parity_report import PART
+from modelship.tasks.registry import Task, register_task
+
+
+def output_kind(spec: TensorSpec) -> str:
+    if spec.name == "boxes":
+        return "detections"
+    return PART if spec.name in DETECTION_OUTPUTS else "tensor"
+
+
+def claims(io: IOSpec) -> bool:
+    """A model answering every one of boxes, scores, labels and num."""
+    return set(DETECTION_OUTPUTS) <= {spec.name for spec in io.outputs}
+
+
+DETECTION = register_task(
+    Task(
+        name="detection",
+        description="boxes, scores and labels per image, boxes matched one to one and compared on pixels and scores",
+        output_kind=output_kind,
+        claims=claims,
+        preprocessing="image",
+        dynamic=("height", "width"),
+        onnx_exporter="legacy",
+        onnx_why="torch.export cannot export torchvision's detectors (data-dependent box counts; pytorch/vision#9462)",
+        onnx_single_row=True,
+        pipeline_artifact="torchscript",  # the ONNX graph takes one image; a batched pipeline needs a batch axis
+        pipeline_same_size=True,
+    )
+)

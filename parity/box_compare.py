@@ -1,0 +1,155 @@
+"""The `detections` compare function: a detector's padded outputs (boxes, scores, labels, num; the interface of
+`modelship.checkpoint.detector`) judged as detections, boxes matched one to one (contract.box_result). Element-wise
+comparison of the padded tensors is not a verdict: boxes reorder, and NMS ties and the score threshold legitimately
+add or drop a box near the edge. Registered on import of `modelship.parity`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from modelship.contract.box_result import DETECTION_OUTPUTS, BoxMetrics
+from modelship.parity.compare import CompareFunction, register_compare
+from modelship.parity.tolerance import Tolerance
+
+MATCH_IOU = 0.5
+FIELDS = DETECTION_OUTPUTS
+
+
+def iou_matrix(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of [n, 4] and [m, 4] (x1, y1, x2, y2) boxes."""
+    top_left = np.maximum(first[:, None, :2], second[None, :, :2])
+    bottom_right = np.minimum(first[:, None, 2:], second[None, :, 2:])
+    inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
+    area = lambda b: np.prod(np.clip(b[:, 2:] - b[:, :2], 0, None), axis=1)  # noqa: E731
+    union = area(first)[:, None] + area(second)[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def match_boxes(
+    ref_boxes: np.ndarray, ref_labels: np.ndarray, cand_boxes: np.ndarray, cand_labels: np.ndarray
+) -> list[tuple[int, int]]:
+    """One-to-one (reference, candidate) index pairs: same label, IoU >= MATCH_IOU, best overlaps first."""
+    iou = iou_matrix(ref_boxes, cand_boxes)
+    iou[ref_labels[:, None] != cand_labels[None, :]] = 0.0
+    pairs, used_ref, used_cand = [], set(), set()
+    for flat in np.argsort(-iou, axis=None, kind="stable"):
+        i, j = divmod(int(flat), iou.shape[1])
+        if iou[i, j] < MATCH_IOU:
+            break
+        if i not in used_ref and j not in used_cand:
+            pairs.append((i, j))
+            used_ref.add(i)
+            used_cand.add(j)
+    return pairs
+
+
+def compare_detections(
+    name: str, reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray], tolerance: Tolerance
+) -> BoxMetrics:
+    problem = _shape_problem(reference, candidate)
+    if problem:
+        return missing_detections(name, reference, problem)
+    ref, cand = ({k: np.asarray(outputs[k]) for k in FIELDS} for outputs in (reference, candidate))
+    rows = ref["boxes"].shape[1]
+    images = ref["boxes"].shape[0]
+    result = BoxMetrics(name, images, 0, 0, 0, 0.0, 0.0, 0)
+    edge_scores: list[float] = []
+    for image in range(images):
+        r, c = (_valid(side, image) for side in (ref, cand))
+        result.reference_boxes += len(r[1])
+        result.candidate_boxes += len(c[1])
+        pairs = match_boxes(r[0], r[2], c[0], c[2])
+        if pairs:
+            i, j = (np.array(side) for side in zip(*pairs, strict=True))
+            result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
+            result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
+        result.matched += len(pairs)
+        full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
+        edge = max([tolerance.score_edge or 0.0, *full])
+        left = [float(r[1][k]) for k in set(range(len(r[1]))) - {p[0] for p in pairs}]
+        left += [float(c[1][k]) for k in set(range(len(c[1]))) - {p[1] for p in pairs}]
+        near = [s for s in left if s <= edge + (tolerance.score_margin or 0.0)]
+        result.tolerated += len(near)
+        edge_scores += [s for s in left if s not in near]
+    result.unmatched_scores = sorted(edge_scores, reverse=True)
+    return _judged(result, tolerance)
+
+
+def _valid(outputs: Mapping[str, np.ndarray], image: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    count = int(outputs["num"].reshape(-1)[image])
+    return (
+        outputs["boxes"][image, :count].astype(np.float64),
+        outputs["scores"][image, :count].astype(np.float64),
+        outputs["labels"][image, :count],
+    )
+
+
+def _shape_problem(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> str | None:
+    for side, outputs in (("reference", reference), ("candidate", candidate)):
+        missing = [k for k in FIELDS if k not in outputs]
+        if missing:
+            return f"the {side} gave no {', '.join(missing)} output (a detector answers {', '.join(FIELDS)})"
+        num, rows = np.asarray(outputs["num"]).reshape(-1), np.asarray(outputs["boxes"]).shape
+        if len(rows) != 3 or rows[2] != 4 or num.shape != (rows[0],) or (num > rows[1]).any() or (num < 0).any():
+            return f"the {side}'s boxes {list(rows)} and num {num.tolist()} are not a padded detection batch"
+        if not np.isfinite(np.asarray(outputs["boxes"], dtype=np.float64)).all():
+            return f"the {side}'s boxes are not all finite"
+    if np.asarray(reference["boxes"]).shape[0] != np.asarray(candidate["boxes"]).shape[0]:
+        return "the candidate answered another number of images"
+    return None
+
+
+def _judged(result: BoxMetrics, tolerance: Tolerance) -> BoxMetrics:
+    failures = []
+    if tolerance.box_atol is not None and result.max_box_diff > tolerance.box_atol:
+        failures.append(f"matched boxes move by up to {result.max_box_diff:.3g} px (bar {tolerance.box_atol:g})")
+    if tolerance.score_atol is not None and result.max_score_diff > tolerance.score_atol:
+        failures.append(f"matched scores differ by up to {result.max_score_diff:.3g} (bar {tolerance.score_atol:g})")
+    if result.unmatched_scores:
+        shown = ", ".join(f"{s:.3f}" for s in result.unmatched_scores[:5])
+        failures.append(
+            f"{result.unmatched} box{'es' if result.unmatched > 1 else ''} unmatched above the score edge "
+            f"(scores {shown}{', ...' if result.unmatched > 5 else ''})"
+        )
+    result.failures = failures
+    result.passed = not failures
+    return result
+
+
+def aggregate_detections(per_set: Sequence[BoxMetrics], tolerance: Tolerance) -> BoxMetrics:
+    """Counts summed over the sets, differences worst case; a set that could not be compared is the verdict."""
+    broken = [r for r in per_set if not r.images]
+    if len(per_set) == 1 or broken:
+        return (broken or list(per_set))[0]
+    pooled = BoxMetrics(
+        per_set[0].name,
+        sum(r.images for r in per_set),
+        sum(r.reference_boxes for r in per_set),
+        sum(r.candidate_boxes for r in per_set),
+        sum(r.matched for r in per_set),
+        max(r.max_box_diff for r in per_set),
+        max(r.max_score_diff for r in per_set),
+        sum(r.tolerated for r in per_set),
+        sorted((s for r in per_set for s in r.unmatched_scores), reverse=True),
+    )
+    return _judged(pooled, tolerance)
+
+
+def missing_detections(name: str, reference: Mapping[str, np.ndarray], reason: str) -> BoxMetrics:
+    boxes = int(np.asarray(reference.get("num", np.zeros(0))).sum()) if "num" in reference else 0
+    return BoxMetrics(name, 0, boxes, 0, 0, 0.0, 0.0, 0, passed=False, failures=[reason])
+
+
+DETECTIONS = register_compare(
+    CompareFunction(
+        "detections",
+        "boxes matched one to one by IoU (same label), compared on pixels and scores; unmatched boxes only near "
+        "the score edge",
+        compare_detections,
+        aggregate_detections,
+        missing_detections,
+        joint=True,
+    )
+)

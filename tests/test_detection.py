@@ -1,0 +1,173 @@
+"""Detection models the way a user exports them: a plain state_dict of a torchvision detector, recognised from its
+weights, rebuilt without downloading anything (export-model runs with no network at all), exported behind one
+tensor interface (boxes, scores, labels padded per image, num) and judged as detections, boxes matched one to one.
+
+The checkpoints are randomly initialised and made realistic (backbone BatchNorm calibrated on real photos, heads
+drawn wide enough that scores differ): a default-initialised detector scores every class alike, every box ties
+and their order is arbitrary, so there would be nothing to compare."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torchvision.models import detection
+
+from modelship.contract.manifest import Manifest
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.parity import Tolerance, compare_function
+from modelship.preprocess import preprocess_images
+from modelship.testing.realistic import make_realistic_detector
+from tests.test_segmentation import EXPORT_MODEL, PHOTOS, offline
+
+CLASSES = 7
+# fasterrcnn_mobilenet_v3_large_320_fpn has the very weights of fasterrcnn_mobilenet_v3_large_fpn (they differ in
+# the size they resize to): its state_dict needs --arch (test_twin_detectors_are_refused_by_name). A random RPN
+# scores its proposals almost alike, so the 150 it keeps by default flip on float noise: keep them all.
+RPN_ALL = '{"num_classes": 7, "rpn_pre_nms_top_n_test": 1000, "rpn_post_nms_top_n_test": 1000}'
+FAST = {
+    "ssdlite320_mobilenet_v3_large": (),
+    "fasterrcnn_mobilenet_v3_large_320_fpn": (
+        *("--arch", "fasterrcnn_mobilenet_v3_large_320_fpn"),
+        *("--arch-kwargs", RPN_ALL),
+    ),
+}
+
+
+def detector_checkpoint(folder: Path, arch: str) -> Path:
+    torch.manual_seed(0)
+    model = getattr(detection, arch)(weights=None, weights_backbone=None, num_classes=CLASSES)
+    photos = preprocess_images(PHOTOS, PreprocessSpec(resize=320, crop=320, mean=(0, 0, 0), std=(1, 1, 1)))
+    make_realistic_detector(model, torch.from_numpy(photos))
+    path = folder / f"{arch}.pt"
+    torch.save(model.state_dict(), path)
+    return path
+
+
+@pytest.fixture(scope="module", params=list(FAST))
+def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    root = tmp_path_factory.mktemp("detection")
+    checkpoint = detector_checkpoint(root, request.param)
+    result = offline(*EXPORT_MODEL, checkpoint, "--out", root / "exports", *FAST[request.param], "--json", cwd=root)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return root / "exports" / request.param, json.loads(result.stdout)
+
+
+def test_a_plain_state_dict_exports_offline_behind_one_tensor_interface(exported: tuple[Path, dict]) -> None:
+    folder, payload = exported
+    manifest = Manifest.read(folder)
+    assert payload["ok"] and manifest.task == "detection"
+    assert manifest.source.arch == folder.name and manifest.source.arch_kwargs["num_classes"] == CLASSES
+    assert manifest.io.inputs[0].shape == ("batch", 3, "height", "width")
+    assert [(t.name, t.shape[0], t.dtype) for t in manifest.io.outputs] == [
+        ("boxes", "batch", "float32"),
+        ("scores", "batch", "float32"),
+        ("labels", "batch", "int64"),
+        ("num", "batch", "int64"),
+    ]
+    assert manifest.preprocess is not None and manifest.preprocess.std == (1.0, 1.0, 1.0)  # the detector normalises
+    onnx = next(a for a in manifest.artifacts if a.name == "onnx")
+    assert onnx.details.exporter == "legacy" and onnx.io.inputs[0].shape == (1, 3, "height", "width")
+
+
+def test_every_artifact_is_judged_by_matching_many_boxes(exported: tuple[Path, dict]) -> None:
+    folder, _ = exported
+    for artifact in Manifest.read(folder).artifacts:
+        report = artifact.parity
+        assert report is not None and report.passed, (artifact.name, report and report.failures())
+        (boxes,) = report.outputs  # scores, labels and num are judged with the boxes
+        assert boxes.kind == "boxes" and boxes.matched >= max(500, 0.99 * boxes.reference_boxes)
+        sizes = {r.outputs[0].images for r in report.per_batch or []}
+        assert sizes == {1, 7}, sizes
+
+
+def test_twin_detectors_are_refused_by_name(tmp_path: Path) -> None:
+    from tests.cli_contract import invoke
+
+    checkpoint = detector_checkpoint(tmp_path, "fasterrcnn_mobilenet_v3_large_320_fpn")
+    result = invoke("export", checkpoint, "--out", tmp_path / "out")
+    assert result.exit_code != 0 and "match 2 architectures" in result.output
+    assert "--arch fasterrcnn_mobilenet_v3_large_320_fpn" in result.output and not (tmp_path / "out").exists()
+
+
+def _padded(boxes: list[list[float]], scores: list[float], labels: list[int], rows: int = 6) -> dict[str, np.ndarray]:
+    out = {
+        "boxes": np.zeros((1, rows, 4), np.float32),
+        "scores": np.zeros((1, rows), np.float32),
+        "labels": np.full((1, rows), -1, np.int64),
+        "num": np.array([len(boxes)], np.int64),
+    }
+    count = len(boxes)
+    out["boxes"][0, :count], out["scores"][0, :count], out["labels"][0, :count] = boxes, scores, labels
+    return out
+
+
+def test_detections_are_matched_one_to_one_and_judged_near_the_score_edge() -> None:
+    compare = compare_function("detections").compare
+    tolerance = Tolerance(atol=0, rtol=0, box_atol=0.5, score_atol=1e-3, score_margin=0.05)
+    boxes = [[0, 0, 10, 10], [20, 20, 40, 40], [5, 30, 25, 60], [50, 50, 60, 70]]
+    reference = _padded(boxes, [0.9, 0.8, 0.5, 0.04], [1, 2, 1, 3])
+    reordered = _padded([boxes[i] for i in (2, 0, 1, 3)], [0.5, 0.9, 0.8, 0.04], [1, 1, 2, 3])
+    same = compare("boxes", reference, reordered, tolerance)
+    assert same.passed and same.matched == 4 and same.max_box_diff == 0
+    moved = _padded([[0, 0, 10, 12], *boxes[1:]], [0.9, 0.8, 0.5, 0.04], [1, 2, 1, 3])
+    result = compare("boxes", reference, moved, tolerance)
+    assert not result.passed and "move by up to 2 px" in result.failures[0]
+    edge = compare("boxes", reference, _padded(boxes[:3], [0.9, 0.8, 0.5], [1, 2, 1]), tolerance)
+    assert edge.passed and edge.tolerated == 1  # the 0.04 box sits at the threshold edge
+    lost = compare("boxes", reference, _padded(boxes[1:], [0.8, 0.5, 0.04], [2, 1, 3]), tolerance)
+    assert not lost.passed and "1 box unmatched above the score edge (scores 0.900)" in lost.failures[0]
+    relabelled = compare("boxes", reference, _padded(boxes, [0.9, 0.8, 0.5, 0.04], [1, 2, 4, 3]), tolerance)
+    assert not relabelled.passed and relabelled.matched == 3
+    missing = compare("boxes", reference, {k: v for k, v in reference.items() if k != "num"}, tolerance)
+    assert not missing.passed and "no num output" in missing.failures[0]
+
+
+@pytest.mark.parametrize("exported", ["ssdlite320_mobilenet_v3_large"], indirect=True)
+def test_the_pipeline_answers_boxes_in_the_photos_pixels(exported: tuple[Path, dict], tmp_path: Path) -> None:
+    """`publish` (defaults) serves the TorchScript detector behind `<name>_pipeline` (the ONNX graph takes one
+    image: it is published without a batch axis); `modelship infer` on the pipeline and on both bare artifacts
+    answers the photos' detections in their own pixels, draws them with --save, and parity over gRPC passes for
+    both served artifacts."""
+    from PIL import Image
+
+    from modelship.serve.server import TritonServer
+    from tests.cli_contract import invoke
+
+    folder, _ = exported
+    published = invoke("publish", folder, "--repo", tmp_path / "repo", "--json")
+    assert published.exit_code == 0, published.output
+    models = {m["name"] for m in json.loads(published.stdout)["models"]}
+    name = folder.name
+    assert models == {f"{name}_{suffix}" for suffix in ("torchscript", "onnx", "preprocess", "pipeline")}
+    with TritonServer(tmp_path / "repo") as server:
+        ask = ("--url", server.grpc_url, "--min-score", "0", "--json")
+        answers = {
+            model: invoke("infer", *PHOTOS, "--model", model, *ask, *(("--save", tmp_path / "drawn") * draw))
+            for model, draw in ((f"{name}_pipeline", True), (f"{name}_torchscript", False), (f"{name}_onnx", False))
+        }
+        shown = invoke("infer", PHOTOS[0], "--model", f"{name}_pipeline", "--url", server.http_url)
+        parity = [
+            invoke("parity", folder, "--artifact", a, "--served", server.grpc_url, "--json")
+            for a in ("onnx", "torchscript")
+        ]
+    assert all(r.exit_code == 0 for r in answers.values()), {m: r.output[:300] for m, r in answers.items()}
+    found = {model: json.loads(r.stdout)["detections"] for model, r in answers.items()}
+    pipeline = found[f"{name}_pipeline"]
+    assert [dict(a, drawn=None) for a in pipeline] == found[f"{name}_torchscript"]  # the same model, same pixels
+    for answer, onnx, path in zip(pipeline, found[f"{name}_onnx"], PHOTOS, strict=True):
+        with Image.open(path) as photo, Image.open(answer["drawn"]) as drawn:
+            assert answer["size"] == [photo.height, photo.width] and drawn.size == photo.size
+        assert len(answer["detections"]) == 300 and len(onnx["detections"]) == 300
+        for box in (d["box"] for d in answer["detections"]):
+            assert 0 <= box[0] <= box[2] <= photo.width and 0 <= box[1] <= box[3] <= photo.height
+        best, other = answer["detections"][0], onnx["detections"][0]
+        assert best["index"] == other["index"] and np.allclose(best["box"], other["box"], atol=2.0)
+    assert shown.exit_code == 0 and shown.output.startswith(f"{PHOTOS[0]}  (512x512): "), shown.output
+    for result in parity:
+        assert result.exit_code == 0, result.output[-2000:]
+        (served,) = [r for r in json.loads(result.stdout)["reports"] if r["candidate"].startswith("triton:")]
+        assert served["passed"] and served["outputs"][0]["kind"] == "boxes" and served["outputs"][0]["matched"] > 0
