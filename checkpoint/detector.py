@@ -10,7 +10,10 @@ and answers, per image, `max_detections` rows padded after the valid ones:
     labels [batch, max_detections]     int64 class index; padding -1
     num    [batch]                     int64, how many rows are detections
 
-`max_detections` is the detector's own `detections_per_img`, so no detection is ever cut.
+plus, for the models that have them and padded the same way, Mask R-CNN's `masks [batch, max_detections, 1, H, W]`
+(each detection's mask probabilities over the input image) and Keypoint R-CNN's `keypoints [batch, max_detections,
+K, 3]` (x, y, visibility) and `keypoints_scores [batch, max_detections, K]`. `max_detections` is the detector's own
+`detections_per_img`, so no detection is ever cut.
 """
 
 from __future__ import annotations
@@ -59,21 +62,23 @@ class DetectorTensors(nn.Module):
             found = self.detector(images)[1]  # scripted detectors answer (losses, detections)
         else:
             found = self.detector(images)
-        boxes: list[Tensor] = []
-        scores: list[Tensor] = []
-        labels: list[Tensor] = []
+        rows = self.max_detections
+        padded: dict[str, list[Tensor]] = {}
         num: list[int] = []
         for detections in found:  # padded by concatenation: an empty answer must export (no slice assignment)
             count = detections["boxes"].shape[0]
-            boxes.append(torch.cat([detections["boxes"], image.new_zeros((self.max_detections - count, 4))]))
-            scores.append(torch.cat([detections["scores"], image.new_zeros((self.max_detections - count,))]))
-            padding = torch.full((self.max_detections - count,), -1, dtype=torch.int64, device=image.device)
-            labels.append(torch.cat([detections["labels"], padding]))
             num.append(count)
-        rows = self.max_detections  # reshaped to it: the exported graph then declares the row count, not a symbol
-        return {
-            "boxes": torch.stack(boxes).reshape(len(found), rows, 4),
-            "scores": torch.stack(scores).reshape(len(found), rows),
-            "labels": torch.stack(labels).reshape(len(found), rows),
-            "num": torch.tensor(num, dtype=torch.int64, device=image.device),
-        }
+            for key, value in detections.items():
+                shape = [rows - count] + list(value.shape[1:])  # noqa: RUF005 (TorchScript has no list unpacking)
+                padding = torch.full(shape, -1 if key == "labels" else 0, dtype=value.dtype, device=value.device)
+                padded.setdefault(key, []).append(torch.cat([value, padding]))
+        answer: dict[str, Tensor] = {}
+        keys = ["boxes", "scores", "labels"]
+        for key in padded:  # then masks, keypoints (TorchScript: no comprehension ifs)
+            if key not in keys:
+                keys.append(key)
+        for key in keys:
+            stacked = torch.stack(padded[key])  # reshaped to the row count: the exported graph then declares it
+            answer[key] = stacked.reshape([len(found), rows] + list(stacked.shape[2:]))  # noqa: RUF005
+        answer["num"] = torch.tensor(num, dtype=torch.int64, device=image.device)
+        return answer

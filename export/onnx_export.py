@@ -87,6 +87,7 @@ def export_onnx(
             details={"step": "onnx_export", "exporter": exporter},
         ) from exc
     versions = cap_versions(proto, target)
+    declare_fixed_sizes(proto, io)
     set_metadata(proto, metadata or {})
     written = write_model(proto, path, external=external)
     details = OnnxDetails(exporter=exporter, **versions, nodes=len(proto.graph.node), external_data=external)
@@ -115,6 +116,20 @@ def _run_exporter(
     buffer = io.BytesIO()
     torch.onnx.export(model, example_inputs, buffer, **kwargs)
     return onnx.load_model_from_string(buffer.getvalue())
+
+
+def declare_fixed_sizes(proto: onnx.ModelProto, io: IOSpec) -> None:
+    """Write the sizes the model always gives into the graph's inputs and outputs where the exporter left a symbol
+    (the legacy exporter loses some through reshapes and loops): Triton checks a config's output dims exactly
+    against the graph's, and the sizes are the eager model's, verified on every set."""
+    declared = {value.name: value.type.tensor_type.shape.dim for value in (*proto.graph.input, *proto.graph.output)}
+    for tensor in (*io.inputs, *io.outputs):
+        dims = declared.get(tensor.name)
+        if dims is None or len(dims) != len(tensor.shape):
+            continue
+        for dim, size in zip(dims, tensor.shape, strict=True):
+            if isinstance(size, int) and not dim.HasField("dim_value"):
+                dim.dim_value = size
 
 
 def first_cause(text: str) -> str:

@@ -5,7 +5,7 @@ add or drop a box near the edge. Registered on import of `modelship.parity`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -14,6 +14,8 @@ from modelship.parity.compare import CompareFunction, register_compare
 from modelship.parity.tolerance import Tolerance
 
 MATCH_IOU = 0.5
+MASK_THRESHOLD = 0.5  # Mask R-CNN's masks are probabilities: a pixel is in the instance above this
+EXTRAS = ("masks", "keypoints")  # per-detection outputs of the models that have them, compared on matched boxes
 FIELDS = DETECTION_OUTPUTS
 
 
@@ -65,6 +67,7 @@ def compare_detections(
             i, j = (np.array(side) for side in zip(*pairs, strict=True))
             result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
             result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
+            _compare_extras(result, reference, candidate, image, i, j)
         result.matched += len(pairs)
         full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
         edge = max([tolerance.score_edge or 0.0, *full])
@@ -75,6 +78,29 @@ def compare_detections(
         edge_scores += [s for s in left if s not in near]
     result.unmatched_scores = sorted(edge_scores, reverse=True)
     return _judged(result, tolerance)
+
+
+def _compare_extras(
+    result: BoxMetrics,
+    reference: Mapping[str, np.ndarray],
+    candidate: Mapping[str, np.ndarray],
+    image: int,
+    ref_rows: np.ndarray,
+    cand_rows: np.ndarray,
+) -> None:
+    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`."""
+    if "masks" in reference:
+        ref_masks = np.asarray(reference["masks"])[image, ref_rows] > MASK_THRESHOLD
+        cand_masks = np.asarray(candidate["masks"])[image, cand_rows] > MASK_THRESHOLD
+        axes = tuple(range(1, ref_masks.ndim))
+        inter, union = (ref_masks & cand_masks).sum(axis=axes), (ref_masks | cand_masks).sum(axis=axes)
+        worst = float(np.where(union > 0, inter / np.maximum(union, 1), 1.0).min())
+        result.mask_iou = worst if result.mask_iou is None else min(result.mask_iou, worst)
+    if "keypoints" in reference:
+        ref_points = np.asarray(reference["keypoints"], dtype=np.float64)[image, ref_rows, :, :2]
+        cand_points = np.asarray(candidate["keypoints"], dtype=np.float64)[image, cand_rows, :, :2]
+        moved = float(np.abs(ref_points - cand_points).max())
+        result.keypoint_diff = moved if result.keypoint_diff is None else max(result.keypoint_diff, moved)
 
 
 def _valid(outputs: Mapping[str, np.ndarray], image: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -96,6 +122,9 @@ def _shape_problem(reference: Mapping[str, np.ndarray], candidate: Mapping[str, 
             return f"the {side}'s boxes {list(rows)} and num {num.tolist()} are not a padded detection batch"
         if not np.isfinite(np.asarray(outputs["boxes"], dtype=np.float64)).all():
             return f"the {side}'s boxes are not all finite"
+    lost = [k for k in EXTRAS if k in reference and k not in candidate]
+    if lost:
+        return f"the candidate gave no {', '.join(lost)} output"
     if np.asarray(reference["boxes"]).shape[0] != np.asarray(candidate["boxes"]).shape[0]:
         return "the candidate answered another number of images"
     return None
@@ -107,6 +136,16 @@ def _judged(result: BoxMetrics, tolerance: Tolerance) -> BoxMetrics:
         failures.append(f"matched boxes move by up to {result.max_box_diff:.3g} px (bar {tolerance.box_atol:g})")
     if tolerance.score_atol is not None and result.max_score_diff > tolerance.score_atol:
         failures.append(f"matched scores differ by up to {result.max_score_diff:.3g} (bar {tolerance.score_atol:g})")
+    if result.mask_iou is not None and tolerance.min_mask_iou is not None and result.mask_iou < tolerance.min_mask_iou:
+        failures.append(
+            f"matched boxes' masks overlap down to IoU {result.mask_iou:.4f} (bar {tolerance.min_mask_iou:g})"
+        )
+    if (
+        result.keypoint_diff is not None
+        and tolerance.box_atol is not None
+        and result.keypoint_diff > tolerance.box_atol
+    ):
+        failures.append(f"matched keypoints move by up to {result.keypoint_diff:.3g} px (bar {tolerance.box_atol:g})")
     if result.unmatched_scores:
         shown = ", ".join(f"{s:.3f}" for s in result.unmatched_scores[:5])
         failures.append(
@@ -133,8 +172,15 @@ def aggregate_detections(per_set: Sequence[BoxMetrics], tolerance: Tolerance) ->
         max(r.max_score_diff for r in per_set),
         sum(r.tolerated for r in per_set),
         sorted((s for r in per_set for s in r.unmatched_scores), reverse=True),
+        _worst([r.mask_iou for r in per_set], min),
+        _worst([r.keypoint_diff for r in per_set], max),
     )
     return _judged(pooled, tolerance)
+
+
+def _worst(values: list[float | None], pick: Callable[[list[float]], float]) -> float | None:
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
 
 
 def missing_detections(name: str, reference: Mapping[str, np.ndarray], reason: str) -> BoxMetrics:

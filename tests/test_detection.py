@@ -171,3 +171,25 @@ def test_the_pipeline_answers_boxes_in_the_photos_pixels(exported: tuple[Path, d
         assert result.exit_code == 0, result.output[-2000:]
         (served,) = [r for r in json.loads(result.stdout)["reports"] if r["candidate"].startswith("triton:")]
         assert served["passed"] and served["outputs"][0]["kind"] == "boxes" and served["outputs"][0]["matched"] > 0
+
+
+def test_matched_boxes_masks_and_keypoints_are_compared_too() -> None:
+    compare = compare_function("detections").compare
+    tolerance = Tolerance(atol=0, rtol=0, box_atol=2.0, score_atol=1e-3, score_margin=0.01, min_mask_iou=0.9)
+    reference = _padded([[0, 0, 8, 8], [8, 8, 16, 16]], [0.9, 0.8], [1, 1], rows=3)
+    masks = np.zeros((1, 3, 1, 16, 16), np.float32)
+    masks[0, 0, 0, :8, :8] = masks[0, 1, 0, 8:, 8:] = 0.9
+    points = np.zeros((1, 3, 17, 3), np.float32)
+    points[0, :2, :, :2] = 4.0
+    reference |= {"masks": masks, "keypoints": points}
+    same = compare("boxes", reference, {k: v.copy() for k, v in reference.items()}, tolerance)
+    assert same.passed and same.mask_iou == 1.0 and same.keypoint_diff == 0.0
+    shrunk = {k: v.copy() for k, v in reference.items()}
+    shrunk["masks"][0, 1, 0, 8:12] = 0.0  # half of the second instance's mask is gone
+    shrunk["keypoints"][0, 0, 3, 0] = 9.0  # one keypoint moves by 5 px
+    result = compare("boxes", reference, shrunk, tolerance)
+    assert not result.passed and result.mask_iou == pytest.approx(0.5) and result.keypoint_diff == 5.0
+    assert any("masks overlap down to IoU 0.5000" in f for f in result.failures)
+    assert any("keypoints move by up to 5 px" in f for f in result.failures)
+    lost = compare("boxes", reference, {k: v for k, v in reference.items() if k != "masks"}, tolerance)
+    assert not lost.passed and "no masks output" in lost.failures[0]

@@ -46,8 +46,7 @@ def start(build: Build) -> list[Finish]:
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
-    """ExportError if an axis the spec calls dynamic has a fixed size in the ONNX graph's inputs or outputs, or a
-    size the spec fixes is a symbol in the graph."""
+    """ExportError if an axis the spec calls dynamic has a fixed size in the ONNX graph's inputs or outputs."""
     graph_dims = {value.name: value.type.tensor_type.shape.dim for value in (*proto.graph.input, *proto.graph.output)}
     baked = []
     for tensor in (*io.inputs, *io.outputs):
@@ -62,21 +61,6 @@ def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
             f"the exporter baked dynamic axes into fixed sizes: {', '.join(baked)}",
             hint="the model's code specialises on that size; try --exporter legacy or fix the model",
             details={"baked_axes": baked},
-        )
-    loose = [
-        f"{tensor.name}[{index}] = {size}"
-        for tensor in (*io.inputs, *io.outputs)
-        for index, size in enumerate(tensor.shape)
-        if isinstance(size, int)
-        and index < len(graph_dims[tensor.name])
-        and not graph_dims[tensor.name][index].HasField("dim_value")
-    ]
-    if loose:
-        raise ExportError(
-            f"the ONNX graph leaves fixed sizes open: {', '.join(loose)} (Triton checks the config's sizes against "
-            "the graph's and would refuse the model)",
-            hint="make the model's output size visible to the exporter (e.g. reshape to it), or name the axis dynamic",
-            details={"open_axes": loose},
         )
 
 

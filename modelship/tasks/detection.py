@@ -1,6 +1,7 @@
 """`detection`: per image, a padded set of boxes, scores and labels plus the number of valid rows (the interface of
 `modelship.checkpoint.detector`). `boxes` is judged as detections (matched one to one with the reference's, with
-their scores and labels: `modelship.parity.box_compare`); `scores`, `labels` and `num` are part of that verdict.
+their scores and labels: `modelship.parity.box_compare`); `scores`, `labels`, `num` and Mask / Keypoint R-CNN's
+`masks` and `keypoints` are part of that verdict.
 Height and width are dynamic by default: a detector takes images of any size and resizes them itself."""
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from modelship.tasks.registry import Task, register_task
 
 
 def output_kind(spec: TensorSpec) -> str:
-    if spec.name == "boxes":
-        return "detections"
-    return PART if spec.name in DETECTION_OUTPUTS else "tensor"
+    """`boxes` carries the verdict of every output: matched boxes, their scores, labels, masks and keypoints."""
+    return "detections" if spec.name == "boxes" else PART
 
 
 def claims(io: IOSpec) -> bool:
