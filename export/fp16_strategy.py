@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import torch
 
@@ -60,7 +61,7 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
     name = "onnx_fp16"
     name_nodes(fp32)
     with build.steps("measure fp16 ranges", name):
-        kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, build.verification.inputs))
+        kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, graph_sets(build.verification.inputs, io)))
     keep_modules = list(build.spec.fp16_keep)
     nodes = [k.node for k in kept_nodes] + nodes_of(fp32, keep_modules)
     attempts: list[Fp16Attempt] = []
@@ -80,7 +81,7 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
     assert report is not None
     if not report.passed:
         with build.steps("bisect fp16 modules", name):
-            found = _bisect_fp16(build, fp32, block, nodes)
+            found = _bisect_fp16(build, fp32, block, nodes, io)
         if found:
             keep_modules += found
             nodes += nodes_of(fp32, found)
@@ -125,19 +126,26 @@ def _fp16_attempt(
     finally:
         runner.close()  # a child of its own only if the worker died
     with build.steps(f"verify {name}", name):
-        real = build.verify_with(_emulated_runner(fp32, block, nodes), "fp16")
+        real = build.verify_with(_emulated_runner(fp32, block, nodes, io), "fp16")
     report = cpu if real.passed else real  # the failing one, so its reasons are the ones shown
     report.passed = real.passed and cpu.passed
     return report, cpu
 
 
-def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> Any:
+def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str], io: IOSpec) -> Any:
     """A runner of the fp16 artifact as float16 really computes (fp32 graph rounding at every fp16 boundary)."""
     emulated = emulate_fp16(fp32, nodes, block).SerializeToString()
-    return OnnxRuntimeRunner(Path("fp16-emulated.onnx"), name="onnx_fp16", fp16=True, model=emulated)
+    return OnnxRuntimeRunner(Path("fp16-emulated.onnx"), io, name="onnx_fp16", fp16=True, model=emulated)
 
 
-def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str]) -> list[str]:
+def graph_sets(sets: Sequence[dict[str, np.ndarray]], io: IOSpec) -> list[dict[str, np.ndarray]]:
+    """The input sets as the graph takes them: row by row for a single-row graph (IOSpec.max_rows)."""
+    if not io.max_rows:
+        return list(sets)
+    return [{k: v[i : i + 1] for k, v in s.items()} for s in sets for i in range(len(next(iter(s.values()))))]
+
+
+def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str], io: IOSpec) -> list[str]:
     """The fewest modules, from the first one that diverges onwards, whose nodes kept in fp32 make the emulated
     fp16 run pass; [] when even all of them do not."""
     from modelship.parity.localize import localize_onnx, minimal_keep
@@ -149,7 +157,7 @@ def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], node
     tolerance = ToleranceConfig.for_precision("fp16", build.spec.tolerances)
 
     def passes(chosen: list[str]) -> bool:
-        runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen))
+        runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen), io)
         return build.verification.judge(runner, tolerance).passed
 
     candidates = modules[start:]
