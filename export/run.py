@@ -178,6 +178,8 @@ def _explain(
     explained = {}
     for artifact, report in failed:
         inputs = verification.inputs[report.first_failed_set()]
+        if artifact.io.max_rows:  # a single-row graph (a detector's ONNX) is localised on the set's first row
+            inputs = {name: value[: artifact.io.max_rows] for name, value in inputs.items()}
         try:
             explained[artifact.name] = explain_artifact(folder, artifact, model, io, inputs)
         except Exception as exc:  # localisation is a diagnosis: its own failure must not hide the parity verdict
