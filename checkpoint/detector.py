@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from modelship.contract.box_result import DETECTION_OUTPUTS
 
-__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "is_detector", "max_detections", "score_threshold"]
+__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "is_detector", "max_detections"]
 
 
 def is_detector(model: nn.Module) -> bool:
@@ -40,12 +40,6 @@ def max_detections(model: nn.Module) -> int:
     """The detector's cap on detections per image (`detections_per_img`)."""
     heads = getattr(model, "roi_heads", None)
     return int(heads.detections_per_img if heads is not None else model.detections_per_img)
-
-
-def score_threshold(model: nn.Module) -> float:
-    """The score below which the detector drops a box."""
-    heads = getattr(model, "roi_heads", None)
-    return float(heads.score_thresh if heads is not None else model.score_thresh)
 
 
 class DetectorTensors(nn.Module):

@@ -16,7 +16,6 @@ from modelship.parity.tolerance import Tolerance
 MATCH_IOU = 0.5
 MASK_THRESHOLD = 0.5  # Mask R-CNN's masks are probabilities: a pixel is in the instance above this
 EXTRAS = ("masks", "keypoints")  # per-detection outputs of the models that have them, compared on matched boxes
-FIELDS = DETECTION_OUTPUTS
 
 
 def iou_matrix(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -53,7 +52,7 @@ def compare_detections(
     problem = _shape_problem(reference, candidate)
     if problem:
         return missing_detections(name, reference, problem)
-    ref, cand = ({k: np.asarray(outputs[k]) for k in FIELDS} for outputs in (reference, candidate))
+    ref, cand = ({k: np.asarray(outputs[k]) for k in DETECTION_OUTPUTS} for outputs in (reference, candidate))
     rows = ref["boxes"].shape[1]
     images = ref["boxes"].shape[0]
     result = BoxMetrics(name, images, 0, 0, 0, 0.0, 0.0, 0)
@@ -114,9 +113,9 @@ def _valid(outputs: Mapping[str, np.ndarray], image: int) -> tuple[np.ndarray, n
 
 def _shape_problem(reference: Mapping[str, np.ndarray], candidate: Mapping[str, np.ndarray]) -> str | None:
     for side, outputs in (("reference", reference), ("candidate", candidate)):
-        missing = [k for k in FIELDS if k not in outputs]
+        missing = [k for k in DETECTION_OUTPUTS if k not in outputs]
         if missing:
-            return f"the {side} gave no {', '.join(missing)} output (a detector answers {', '.join(FIELDS)})"
+            return f"the {side} gave no {', '.join(missing)} output (a detector answers {', '.join(DETECTION_OUTPUTS)})"
         num, rows = np.asarray(outputs["num"]).reshape(-1), np.asarray(outputs["boxes"]).shape
         if len(rows) != 3 or rows[2] != 4 or num.shape != (rows[0],) or (num > rows[1]).any() or (num < 0).any():
             return f"the {side}'s boxes {list(rows)} and num {num.tolist()} are not a padded detection batch"

@@ -120,9 +120,9 @@ def check_one_size(sizes: Sequence[Sequence[int]], spec: PreprocessSpec, *, orig
     """Images of these (height, width) sizes make one batch: their preprocessed sizes agree (always, with a crop)
     and, with `originals` (answers mapped back to the images), so do their own. A PreprocessError names two that
     differ."""
-    shapes = [tuple(size) if originals else resized_size(*size, spec) for size in sizes]
     if spec.output_hw is not None and not originals:
         return
+    shapes = [tuple(size) if originals else resized_size(*size, spec) for size in sizes]
     different = sorted(set(shapes))
     if len(different) > 1:
         first, second = (f"{h}x{w}" for h, w in different[:2])

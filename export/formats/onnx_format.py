@@ -20,8 +20,9 @@ from modelship.parity import OnnxRuntimeRunner
 def start(build: Build) -> list[Finish]:
     """fp32, then fp16 from the same graph; each verified as it is written."""
     spec, name = build.spec, "onnx"
-    io = build.io.single_row() if build.task.onnx_single_row else build.io
-    example = tuple(t[:1] for t in build.example) if build.task.onnx_single_row else build.example
+    io, example = build.io, build.example
+    if build.task.onnx_single_row:
+        io, example = io.single_row(), tuple(t[:1] for t in example)
     with build.steps("export onnx", name):
         exported = export_onnx(
             build.model,

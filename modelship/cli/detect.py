@@ -13,6 +13,7 @@ import numpy as np
 from modelship.cli.photo_requests import photo_request, save_folder
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.errors import ClientError
+from modelship.contract.labels import label_for
 from modelship.preprocess.image import load_image
 from modelship.preprocess.postprocess import draw_boxes
 from modelship.serve.client import TritonClient
@@ -72,7 +73,7 @@ def detect(
         boxes, scores, labels = (np.asarray(result[served[name]])[0, :count] for name in ("boxes", "scores", "labels"))
         keep = scores >= min_score
         found = [
-            Detection(int(c), _label(int(c), info.labels), float(s), tuple(float(v) for v in b))
+            Detection(int(c), label_for(int(c), info.labels), float(s), tuple(float(v) for v in b))
             for b, s, c in zip(boxes[keep], scores[keep], labels[keep], strict=True)
         ]
         drawn = None if save is None else save / f"{Path(path).stem}_boxes.png"
@@ -81,7 +82,3 @@ def detect(
             draw_boxes(photo, boxes[keep], names, labels[keep]).save(drawn)
         answers.append(Detections(Path(path), photo.height, photo.width, found, drawn))
     return answers
-
-
-def _label(index: int, labels: list[str] | None) -> str:
-    return labels[index] if labels and 0 <= index < len(labels) else str(index)

@@ -1,5 +1,6 @@
 """`modelship infer IMAGE... --model NAME`: ask a served model about images, over HTTP or gRPC: the top-k classes
-of a classifier, each class's share of the photo for a segmenter (modelship.cli.segment).
+of a classifier, each class's share of the photo for a segmenter (modelship.cli.segment), each detection for a
+detector (modelship.cli.detect).
 
 The task, preprocessing spec and labels come from the model itself (config parameters written by `modelship
 publish`), so the client needs nothing but the server's address: no torch, no export folder.

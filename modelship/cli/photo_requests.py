@@ -10,6 +10,7 @@ import numpy as np
 from PIL import Image
 
 from modelship.contract.errors import ClientError, UsageError
+from modelship.preprocess.image import transform
 from modelship.serve.model_info import ModelInfo, TensorInfo
 
 
@@ -20,8 +21,6 @@ def photo_request(info: ModelInfo, tensor: TensorInfo, path: Path, photo: Image.
     spec = info.preprocess
     if spec is None:
         raise ClientError(f"model {info.name!r} publishes no preprocessing spec", hint="publish it again")
-    from modelship.preprocess.image import transform
-
     return transform(photo, spec)[None].astype(tensor.dtype, copy=False)
 
 

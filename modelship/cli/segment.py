@@ -12,6 +12,7 @@ import numpy as np
 
 from modelship.cli.photo_requests import photo_request, save_folder
 from modelship.contract.errors import ClientError
+from modelship.contract.labels import label_for
 from modelship.preprocess.image import load_image
 from modelship.preprocess.postprocess import class_mask, class_shares, overlay
 from modelship.serve.client import TritonClient
@@ -83,4 +84,4 @@ def _classes(info: ModelInfo) -> int:
 def _shares(mask: np.ndarray, classes: int, labels: list[str] | None) -> list[ClassShare]:
     shares = class_shares(mask, classes)
     shown = [int(i) for i in np.argsort(-shares, kind="stable") if shares[i] > 0]
-    return [ClassShare(i, labels[i] if labels and i < len(labels) else str(i), float(shares[i])) for i in shown]
+    return [ClassShare(i, label_for(i, labels), float(shares[i])) for i in shown]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from modelship.contract.errors import ModelshipError
+
+
+def label_for(index: int, labels: Sequence[str] | None) -> str:
+    """The label of class `index`, or the index itself when there are no labels or none for it."""
+    return labels[index] if labels and 0 <= index < len(labels) else str(index)
 
 
 def clean_labels(labels: Any, source: str) -> tuple[list[str], list[int]]:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from modelship.contract.labels import label_for
 from modelship.tasks.registry import DEFAULT_TASK, Prediction, Task, register_task
 
 
@@ -28,7 +29,7 @@ def top_k(scores: np.ndarray, labels: Sequence[str] | None, k: int) -> list[list
             [
                 Prediction(
                     index=int(i),
-                    label=labels[i] if labels and i < len(labels) else str(int(i)),
+                    label=label_for(int(i), labels),
                     score=float(row[i]),
                     probability=float(probs[i]),
                 )
