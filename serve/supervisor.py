@@ -10,7 +10,9 @@ Two faults seen with Triton 2.51 (docs/serving.md has the measurements):
 
 Stubs also end on purpose: Triton stops the stub of a version it unloads or replaces (a rollout loads version N
 beside the old one, then unloads the old). A vanished stub is a crash only while Triton's repository index still
-lists its (model, version) READY; stubs are mapped to (model, version) from their command line (Triton's instance
+lists its (model, version) READY, and still does GRACE_S later (a version being unloaded stays READY for a moment
+after its stub has ended: up to ~3 s under load was seen, and a supervisor that reloaded it then undid a rollback's
+restore); stubs are mapped to (model, version) from their command line (Triton's instance
 name and the version folder), so local folders and object storage (a temporary copy per model) alike.
 """
 
@@ -29,6 +31,7 @@ from modelship.serve.stubs import Stub
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again
 POLL_S = 0.5
+GRACE_S = 5.0  # a vanished stub's version still READY this long after: crashed (Triton's own unloads end sooner)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Supervisor:
     reloads: int = 0
     events: list[dict] = field(default_factory=list)
     _stubs: dict[int, Stub] = field(default_factory=dict)
+    _suspects: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, version): when its stub went
     _failures: int = 0
     _up_since: float = field(default_factory=time.monotonic)
 
@@ -53,15 +57,16 @@ class Supervisor:
                 continue
             stubs = self.server.stubs()
             gone = [stub for pid, stub in self._stubs.items() if pid not in stubs]
-            crashed = self._crashed(gone, stubs) if gone else []
+            crashed = self._crashed(gone, stubs) if gone or self._suspects else []
             self._stubs = stubs
             if crashed:
                 self._recover(stop, crashed)
 
     def _crashed(self, gone: list[Stub], alive: dict[int, Stub]) -> list[str]:
-        """The models among the vanished stubs' that crashed: Triton still lists their (model, version) READY, and
-        fewer stubs serve it than before. A stub whose version was unloaded, replaced or was being loaded ended
-        because Triton ended it, and so did a model-level stub (a load starts and ends it)."""
+        """The models among the vanished stubs' that crashed: Triton still lists their (model, version) READY,
+        GRACE_S after fewer stubs served it than before. A stub whose version was unloaded, replaced or was being
+        loaded ended because Triton ended it (its version leaves READY), and so did a model-level stub (a load starts
+        and ends it)."""
         try:
             with self.server.client() as client:
                 index = client.repository_index()
@@ -71,9 +76,14 @@ class Supervisor:
         ready = {(entry.name, entry.version) for entry in index if entry.ready}
         before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
         now = Counter((stub.model(names), stub.version) for stub in alive.values())
-        keys = {(stub.model(names), stub.version) for stub in gone}
-        return sorted({model for model, version in keys if model and (model, version) in ready
-                       and now[model, version] < before[model, version]})  # fmt: skip
+        for key in {(stub.model(names), stub.version) for stub in gone}:
+            if key[0] and now[key] < before[key]:
+                self._suspects.setdefault(key, time.monotonic())
+        self._suspects = {key: since for key, since in self._suspects.items() if key in ready}
+        due = [key for key, since in self._suspects.items() if time.monotonic() - since >= GRACE_S]
+        for key in due:
+            del self._suspects[key]
+        return sorted({model for model, _ in due})
 
     def _exit_reason(self) -> str:
         code = self.server.process.poll() if self.server.process is not None else None
