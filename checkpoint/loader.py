@@ -13,6 +13,7 @@ import torch
 from modelship.checkpoint.arch import build_model
 from modelship.checkpoint.detector import DetectorTensors, is_detector
 from modelship.checkpoint.fingerprint import default_num_classes
+from modelship.checkpoint.hf_folder import HFFolder, is_hf_checkpoint, read_hf_folder
 from modelship.checkpoint.keymap import (
     KeyMap,
     apply_key_map,
@@ -37,6 +38,7 @@ from modelship.contract.iospec import IOSpec
 from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.text import TokenizerSource
 
 
 @dataclass
@@ -73,6 +75,7 @@ class LoadedModel:
     metadata: dict[str, Any]  # io, preprocess, labels, ... from checkpoint/sidecar metadata, untouched
     report: LoadReport
     preprocess: PreprocessSpec | None = None  # the metadata's preprocessing spec, checked
+    tokenizer: TokenizerSource | None = None  # a text model's tokenizer (Hugging Face folders)
 
     def serving_spec(self) -> PreprocessSpec | None:
         """The spec to serve with: the checkpoint's own, else the one the architecture's config implies (timm's
@@ -98,7 +101,8 @@ def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | N
 
 
 def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int], None] | None) -> LoadedModel:
-    path = options.checkpoint
+    folder = read_hf_folder(options.checkpoint, options.arch) if is_hf_checkpoint(options.checkpoint) else None
+    path = folder.weights if folder else options.checkpoint
     key_map = load_key_map(options.key_map) if options.key_map else KeyMap()
     check_file(path)
     report.sha256 = sha256_file(path)
@@ -118,6 +122,8 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     report.notes += selection.notes
     _tensor_stats(state_dict, report)
     _refuse_nonfinite(state_dict, report, path)
+    if folder is not None:
+        return _load_text_model(folder, state_dict, key_map, options, report)
 
     checkpoint_meta, sidecar_meta = checkpoint_metadata(raw), read_sidecar(path)
     choice = _choose_arch(options, raw, checkpoint_meta, sidecar_meta, state_dict, key_map, progress)
@@ -156,6 +162,41 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     preprocess = _check_metadata(metadata, report, path)
     return LoadedModel(
         model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report, preprocess
+    )
+
+
+def _load_text_model(
+    folder: HFFolder,
+    state_dict: dict[str, torch.Tensor],
+    key_map: KeyMap,
+    options: LoadOptions,
+    report: LoadReport,
+) -> LoadedModel:
+    """A Hugging Face checkpoint: the transformers class its config.json names, built from the config, its weights
+    matched strictly, behind the text tensor interface (checkpoint.text_model)."""
+    from modelship.checkpoint.text_model import build_text_model, text_io, wrap_text_model
+
+    report.arch, report.arch_source = folder.arch, "flag" if options.arch else "config.json"
+    report.arch_detail = f"{folder.architecture} from {folder.root / 'config.json'}, exported for {folder.task}"
+    model = build_text_model(folder)
+    own = set(model.state_dict())
+    stale = [k for k in state_dict if k.endswith("position_ids") and strip_all_wrappers(k) not in own]
+    if stale:  # a buffer older transformers saved and newer ones rebuild (known: embeddings.position_ids)
+        state_dict = {k: v for k, v in state_dict.items() if k not in stale}
+        report.notes.append(f"left out {', '.join(stale)}: a buffer this transformers version rebuilds itself")
+    _copy_weights(model, _align(state_dict, model, key_map, options, report, folder.weights))
+    wrapped = wrap_text_model(model, folder)
+    report.ok = True
+    inputs = ", ".join(folder.tokenizer_spec.inputs) if folder.tokenizer_spec else "input_ids, attention_mask"
+    report.notes.append(f"text model: {inputs} in; {'embedding' if wrapped.embedding else 'logits'} out")
+    if folder.tokenizer is None:
+        report.notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
+    metadata = {"io": text_io(folder, model).to_dict(), "task": folder.task}
+    if folder.labels:
+        metadata["labels"], _ = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")
+    tokenizer = TokenizerSource(folder.tokenizer, folder.tokenizer_spec) if folder.tokenizer_spec else None
+    return LoadedModel(
+        wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report, tokenizer=tokenizer
     )
 
 

@@ -19,6 +19,7 @@ from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.export.io_resolve import ResolvedInputs, base_sizes
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
+from modelship.export.text_inputs import TextSets, check_padding
 from modelship.parity import (
     ParityReport,
     Runner,
@@ -53,9 +54,15 @@ class Verification:
 
 
 def make_verification(
-    model: nn.Module, io: IOSpec, resolved: ResolvedInputs, spec: ExportSpec, kinds: dict[str, str]
+    model: nn.Module,
+    io: IOSpec,
+    resolved: ResolvedInputs,
+    spec: ExportSpec,
+    kinds: dict[str, str],
+    texts: TextSets | None = None,
 ) -> Verification:
-    """Input sets at every batch size, plus one per other dynamic axis at its second size; eager outputs."""
+    """Input sets at every batch size, plus one per other dynamic axis at its second size, plus a text model's
+    tokenised sentences (`texts`, whose padding the eager answers must not depend on); eager outputs."""
     sets = input_sets(io, spec.batch_sizes, seed=spec.seed, sizes=resolved.sizes)
     labels = [f"batch {b}" for b in spec.batch_sizes]
     base = {axis: size for axis, size in base_sizes(resolved).items() if axis != BATCH}
@@ -63,7 +70,14 @@ def make_verification(
         sizes = base | {axis: resolved.second_size(axis), BATCH: spec.batch_sizes[-1]}
         sets.append(random_inputs(io, sizes, spec.seed + len(spec.batch_sizes) + i))
         labels.append(f"batch {spec.batch_sizes[-1]}, {axis} {sizes[axis]}")
-    return Verification(sets, labels, reference_results(TorchRunner(model, io, name="eager"), sets), kinds)
+    first_text = len(sets)
+    if texts is not None:
+        sets += texts.inputs
+        labels += texts.labels
+    eager = reference_results(TorchRunner(model, io, name="eager"), sets)
+    if texts is not None:
+        check_padding(eager.outputs[first_text:], texts)
+    return Verification(sets, labels, eager, kinds)
 
 
 @dataclass(frozen=True)

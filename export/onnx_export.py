@@ -13,7 +13,7 @@ import io
 import json
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_FROM = int(PROTOBUF_LIMIT * 0.9)  # weights from this size go to a .data file: the graph needs room too
 METADATA_PREFIX = "modelship."
+OUTPUT_PLACEHOLDER = "modelship_output_"  # the exporter's output names; `name_outputs` gives the real ones
 
 
 def export_onnx(
@@ -54,17 +55,17 @@ def export_onnx(
         raise UsageError(f"unknown exporter {exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
     external = _parameter_bytes(model) >= EXTERNAL_FROM
     input_names = [t.name for t in io.inputs]
-    output_names = [t.name for t in io.outputs]
+    placeholders = [f"{OUTPUT_PLACEHOLDER}{i}" for i in range(len(io.outputs))]  # named after the export
     kwargs: dict[str, Any] = {
         "input_names": input_names,
-        "output_names": output_names,
+        "output_names": placeholders,
         "opset_version": opset,
         "external_data": external,
     }
     if exporter == "dynamo":
         kwargs |= {"dynamo": True, "dynamic_shapes": dynamic_shapes(io), "verbose": False, "optimize": True}
     else:
-        kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io)}
+        kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io, placeholders)}
     try:
         with warnings.catch_warnings():
             # Explained noise only. Legacy: its deprecation notice (the user chose --exporter legacy) and a
@@ -86,6 +87,7 @@ def export_onnx(
             hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
             details={"step": "onnx_export", "exporter": exporter},
         ) from exc
+    name_outputs(proto, dict(zip(placeholders, (t.name for t in io.outputs), strict=True)))
     versions = cap_versions(proto, target)
     declare_fixed_sizes(proto, io)
     set_metadata(proto, metadata or {})
@@ -116,6 +118,29 @@ def _run_exporter(
     buffer = io.BytesIO()
     torch.onnx.export(model, example_inputs, buffer, **kwargs)
     return onnx.load_model_from_string(buffer.getvalue())
+
+
+def name_outputs(proto: onnx.ModelProto, names: Mapping[str, str]) -> None:
+    """Rename the graph's outputs from the exporter's placeholder names to `names`' values. A value inside the graph
+    that already has one of those names (the dynamo exporter names values after their ops: a sentence embedding's
+    `embedding` lookup) is renamed aside first, so no name is produced twice."""
+    wanted = set(names.values())
+    taken = {v for node in _all_nodes(proto.graph) for v in node.output if v in wanted}
+    renames = {v: f"{v}__inner" for v in taken} | dict(names)
+    for node in _all_nodes(proto.graph):
+        node.input[:] = [renames.get(v, v) for v in node.input]
+        node.output[:] = [renames.get(v, v) for v in node.output]
+    for value in (*proto.graph.output, *proto.graph.value_info):
+        value.name = renames.get(value.name, value.name)
+
+
+def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of `graph` and of the subgraphs inside it (Loop and If bodies refer to outer values by name)."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                yield from _all_nodes(subgraph)
 
 
 def declare_fixed_sizes(proto: onnx.ModelProto, io: IOSpec) -> None:
@@ -164,9 +189,10 @@ def dynamic_shapes(io: IOSpec) -> tuple[dict[int, Any], ...]:
     )
 
 
-def dynamic_axes(io: IOSpec) -> dict[str, dict[int, str]]:
-    """The legacy exporter's `dynamic_axes` for every input and output."""
-    return {t.name: t.dynamic_axes for t in (*io.inputs, *io.outputs) if t.dynamic_axes}
+def dynamic_axes(io: IOSpec, output_names: list[str]) -> dict[str, dict[int, str]]:
+    """The legacy exporter's `dynamic_axes` for every input and output (the outputs as `output_names` call them)."""
+    axes = {t.name: t.dynamic_axes for t in io.inputs if t.dynamic_axes}
+    return axes | {name: t.dynamic_axes for name, t in zip(output_names, io.outputs, strict=True) if t.dynamic_axes}
 
 
 def cap_versions(proto: onnx.ModelProto, target: RuntimeTarget) -> dict[str, int]:

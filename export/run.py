@@ -28,6 +28,7 @@ from modelship.contract.manifest import Artifact, Manifest, Source, StepTiming, 
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
+from modelship.contract.text import TokenizerSource
 from modelship.export.build import Build, Verification, make_verification
 from modelship.export.formats import exporters_for
 from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
@@ -35,6 +36,7 @@ from modelship.export.labels import default_labels
 from modelship.export.onnx_export import DEFAULT_EXPORTER, LEGACY_MAX_OPSET, provenance_metadata
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
+from modelship.export.text_inputs import text_input_sets
 from modelship.parity import ParityReport, save_golden
 from modelship.parity.localize import Explanation
 from modelship.tasks import Task, choose_task
@@ -57,12 +59,13 @@ def run_export(
     preprocess: PreprocessSpec | None = None,
     sidecar: dict[str, Any] | None = None,
     steps: Steps | None = None,
+    tokenizer: TokenizerSource | None = None,
 ) -> ExportResult:
     """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
 
     `metadata` is the checkpoint's metadata (may hold "io", "labels"); `preprocess` the model's preprocessing spec
     when known (the loader's `LoadedModel.preprocess`); `sidecar` is written as checkpoint.json beside the
-    artifacts.
+    artifacts; `tokenizer` (a text model's) feeds the verification real sentences and is copied into the export.
     """
     metadata = dict(metadata or {})
     dest = spec.out_dir
@@ -76,7 +79,8 @@ def run_export(
     spec = replace(spec, exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER)
     opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
     with steps("reference outputs (eager)"):
-        verification = make_verification(model, io, resolved, spec, task.output_kinds(io))
+        texts = text_input_sets(tokenizer, spec.batch_sizes) if tokenizer is not None else None
+        verification = make_verification(model, io, resolved, spec, task.output_kinds(io), texts)
     provenance = provenance_metadata(
         name=spec.name,
         checkpoint_sha256=source.sha256,
@@ -118,6 +122,8 @@ def run_export(
                 },
             )
         save_golden(staging / GOLDEN_FILE, verification.inputs, verification.outputs)
+        if tokenizer is not None:
+            shutil.copyfile(tokenizer.path, staging / tokenizer.spec.file)
         if sidecar is not None:
             (staging / SIDECAR_FILE).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
         manifest = Manifest(
@@ -128,6 +134,7 @@ def run_export(
             task=task.name,
             preprocess=preprocess,
             labels=(metadata.get("labels") or default_labels(source.arch, io.outputs[0])) if task.labels else None,
+            tokenizer=tokenizer.spec if tokenizer is not None else None,
             golden=GOLDEN_FILE,
             timings=list(steps.timings),
             tool_version=__version__,

@@ -34,7 +34,9 @@ def jit_deprecation_silenced() -> Iterator[None]:
 def script_module(model: nn.Module) -> torch.jit.ScriptModule:
     """`torch.jit.script(model)`, or an ExportError naming the unsupported construct and its place."""
     try:
-        with jit_deprecation_silenced():
+        with jit_deprecation_silenced(), warnings.catch_warnings():
+            # the frontend reads every property of a transformers model, deprecated aliases included
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
             return torch.jit.script(model)
     except Exception as exc:  # the frontend raises NotSupportedError, RuntimeError, torch.jit.Error, ...
         raise ExportError(

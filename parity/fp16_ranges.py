@@ -43,14 +43,17 @@ def name_nodes(proto: onnx.ModelProto) -> None:
 
 def node_module(node: onnx.NodeProto) -> str:
     """The PyTorch module a node came from: the dynamo exporter's name scopes, else the legacy exporter's
-    `/module/path/Op` node name; "" at the top level."""
+    `/module/path/Op` node name; "" at the top level. The scopes are either one name per level (`blocks`, `0`,
+    `attn`) or each level's full path (`model`, `model.bert`, `model.bert.encoder`: transformers models)."""
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.name_scopes":
             try:
-                scopes = [s for s in ast.literal_eval(prop.value) if s]
+                modules = [s for s in ast.literal_eval(prop.value) if s][:-1]
             except (ValueError, SyntaxError):
                 break
-            return ".".join(scopes[:-1])
+            if modules and all(inner.startswith(outer + ".") for outer, inner in zip(modules, modules[1:])):
+                return modules[-1]
+            return ".".join(modules)
     parts = [p for p in node.name.split("/") if p]
     return parts[-2] if len(parts) >= 2 else ""
 

@@ -227,6 +227,7 @@ def export_command(
             preprocess=loaded.serving_spec(),
             sidecar=_sidecar(loaded, load.checkpoint),
             steps=steps,
+            tokenizer=loaded.tokenizer,
         )
     except ParityError as exc:
         if not as_json:

@@ -18,6 +18,7 @@ from modelship.contract.errors import ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.text import TokenizerSpec
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
@@ -120,6 +121,7 @@ class Manifest:
     task: str = DEFAULT_TASK
     preprocess: PreprocessSpec | None = None
     labels: list[str] | None = None
+    tokenizer: TokenizerSpec | None = None  # a text model's tokenizer (its file is in the export folder)
     golden: str | None = None
     timings: list[StepTiming] = field(default_factory=list)
     tool_version: str = ""
@@ -144,6 +146,7 @@ class Manifest:
             "io": self.io.to_dict(),
             "preprocess": self.preprocess.to_dict() if self.preprocess is not None else None,
             "labels": self.labels,
+            "tokenizer": self.tokenizer.to_dict() if self.tokenizer is not None else None,
             "golden": self.golden,
             "timings": [t.to_dict() for t in self.timings],
             "artifacts": [a.to_dict() for a in self.artifacts],
@@ -165,6 +168,7 @@ class Manifest:
             task=data.get("task", DEFAULT_TASK),
             preprocess=_preprocess(data.get("preprocess")),
             labels=data.get("labels"),
+            tokenizer=TokenizerSpec.from_dict(data["tokenizer"]) if data.get("tokenizer") else None,
             golden=data.get("golden"),
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
             tool_version=data.get("tool_version", ""),

@@ -1,6 +1,6 @@
 """Tasks: what kind of model an export is (`registry`), with the built-in ones registered on import."""
 
-from modelship.tasks import classification, detection, segmentation
+from modelship.tasks import classification, detection, segmentation, text
 from modelship.tasks.registry import DEFAULT_TASK, TASKS, Prediction, Task, choose_task, get_task, register_task
 
 __all__ = [
@@ -14,4 +14,5 @@ __all__ = [
     "get_task",
     "register_task",
     "segmentation",
+    "text",
 ]

@@ -21,7 +21,7 @@ from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.manifest import DEFAULT_TASK
 from modelship.contract.registry import Registry
 
-PREPROCESSING = ("image", "none")  # what turns a request into model inputs: a PreprocessSpec on images, or nothing
+PREPROCESSING = ("image", "text", "none")  # what turns a request into inputs: a PreprocessSpec, a tokenizer, nothing
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,248 @@
+"""Hugging Face checkpoints as users save them: a `save_pretrained` folder (config.json + model.safetensors or
+pytorch_model.bin, the tokenizer beside them), a sentence-transformers folder (modules.json naming the transformer's
+folder, 1_Pooling/config.json, an optional Normalize module), or a weights file with its config.json beside it.
+
+Reading one decides everything from its JSON files alone: the transformers class (config.json `architectures`, or
+`--arch transformers/CLASS`), the task it is exported for, the labels (`id2label`), the pooling of a sentence
+embedding and the tokenizer's settings (`TokenizerSpec`). A config that asks for custom code (`auto_map`,
+`trust_remote_code`) is refused: files never run code.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelship.contract.errors import CheckpointError
+from modelship.contract.text import TOKENIZER_FILE, TokenizerSpec
+
+CONFIG_FILE = "config.json"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+ARCH_PREFIX = "transformers/"
+POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max"}
+# architecture class suffix -> the task its models are exported for
+HEAD_TASKS = {"ForSequenceClassification": "text-classification", "ForTokenClassification": "token-classification"}
+EMBEDDING_TASK = "sentence-embedding"
+UNBOUNDED = 1_000_000  # transformers writes model_max_length = 1e30 when a tokenizer has no limit
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """How a sentence-transformers folder turns token states into one embedding: `mode` (mean, cls or max over
+    the real tokens) and whether it is then L2-normalised."""
+
+    mode: str
+    normalize: bool
+
+
+@dataclass(frozen=True)
+class HFFolder:
+    """What a Hugging Face checkpoint is, read from its files."""
+
+    root: Path  # the folder holding config.json
+    config: dict[str, Any]
+    weights: Path
+    architecture: str  # a transformers class name: BertForSequenceClassification, BertModel, ...
+    task: str
+    tokenizer: Path | None
+    tokenizer_spec: TokenizerSpec | None
+    pooling: Pooling | None = None  # sentence embeddings only
+    labels: list[str] | None = None
+
+    @property
+    def arch(self) -> str:
+        return ARCH_PREFIX + self.architecture
+
+
+def is_hf_checkpoint(path: Path) -> bool:
+    """A folder with config.json or modules.json, or a weights file with a transformers config.json beside it."""
+    if path.is_dir():
+        return (path / CONFIG_FILE).is_file() or (path / "modules.json").is_file()
+    beside = path.parent / CONFIG_FILE
+    return path.is_file() and beside.is_file() and "model_type" in _json(beside, quiet=True)
+
+
+def read_hf_folder(path: Path, arch: str | None = None) -> HFFolder:
+    """The checkpoint at `path` (folder or weights file) described; CheckpointError naming what is missing."""
+    folder = path if path.is_dir() else path.parent
+    modules = _sentence_modules(folder)
+    root = folder / modules["transformer"] if modules else folder
+    config = _json(root / CONFIG_FILE)
+    _refuse_custom_code(root, config)
+    weights = path if path.is_file() else _weights(root)
+    architecture = _architecture(root, config, arch)
+    pooling = _pooling(folder, modules) if modules else None
+    task = EMBEDDING_TASK if pooling else _head_task(root, architecture)
+    tokenizer = _tokenizer_file(root, folder)
+    spec = _tokenizer_spec(root, folder, config, tokenizer) if tokenizer else None
+    labels = _labels(config) if task != EMBEDDING_TASK else None
+    return HFFolder(root, config, weights, architecture, task, tokenizer, spec, pooling, labels)
+
+
+def _json(path: Path, *, quiet: bool = False) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        if quiet:
+            return {}
+        raise CheckpointError(f"{path}: no such file", hint="pass the folder written by save_pretrained") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        if quiet:
+            return {}
+        raise CheckpointError(f"{path}: not readable JSON ({exc})", hint="save the folder again") from None
+    if not isinstance(data, dict):
+        if quiet:
+            return {}
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _sentence_modules(folder: Path) -> dict[str, str] | None:
+    """A sentence-transformers folder's modules by role (transformer, pooling, normalize -> their folder), from
+    modules.json; None for a plain save_pretrained folder."""
+    if not (folder / "modules.json").is_file():
+        return None
+    try:
+        entries = json.loads((folder / "modules.json").read_text())
+        roles = {entry["type"].rsplit(".", 1)[-1].lower(): entry.get("path", "") for entry in entries}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"{folder / 'modules.json'}: not a sentence-transformers module list ({exc})") from None
+    unknown = sorted(set(roles) - {"transformer", "pooling", "normalize"})
+    if unknown or "transformer" not in roles or "pooling" not in roles:
+        raise CheckpointError(
+            f"{folder / 'modules.json'}: modules {sorted(roles)} are not Transformer + Pooling (+ Normalize)",
+            hint="modelship exports sentence-transformers models made of a Transformer, a Pooling and a Normalize",
+        )
+    return roles
+
+
+def _refuse_custom_code(root: Path, config: dict[str, Any]) -> None:
+    for name, data in (
+        (CONFIG_FILE, config),
+        ("tokenizer_config.json", _json(root / "tokenizer_config.json", quiet=True)),
+    ):
+        if "auto_map" in data or data.get("trust_remote_code"):
+            raise CheckpointError(
+                f"{root / name} asks for custom code ({'auto_map' if 'auto_map' in data else 'trust_remote_code'}); "
+                "modelship never runs code from a checkpoint",
+                hint="pass the model's class with --arch pkg.module:Factory, from code you installed yourself",
+            )
+
+
+def _weights(root: Path) -> Path:
+    for name in WEIGHT_FILES:
+        if (root / name).is_file():
+            return root / name
+    if any(root.glob("*.index.json")):
+        raise CheckpointError(
+            f"{root}: sharded weights (*.index.json) are not supported yet",
+            hint="save with save_pretrained(dir, max_shard_size='100GB') for one weights file",
+        )
+    raise CheckpointError(
+        f"{root}: no weights file ({' or '.join(WEIGHT_FILES)})", hint="pass the folder written by save_pretrained"
+    )
+
+
+def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
+    if arch:
+        if not arch.startswith(ARCH_PREFIX):
+            raise CheckpointError(
+                f"--arch {arch!r} for a Hugging Face folder: expected {ARCH_PREFIX}CLASS",
+                hint=f"e.g. --arch {ARCH_PREFIX}BertForTokenClassification (the folder's config.json is kept)",
+            )
+        return arch.removeprefix(ARCH_PREFIX)
+    names = config.get("architectures") or []
+    if not names or not isinstance(names[0], str):
+        raise CheckpointError(
+            f"{root / CONFIG_FILE} names no architecture ('architectures' is empty)",
+            hint=f"pass --arch {ARCH_PREFIX}CLASS, e.g. {ARCH_PREFIX}BertForSequenceClassification",
+        )
+    return names[0]
+
+
+def _head_task(root: Path, architecture: str) -> str:
+    task = next((t for suffix, t in HEAD_TASKS.items() if architecture.endswith(suffix)), None)
+    if task is None:
+        raise CheckpointError(
+            f"{root}: {architecture} is not a model modelship exports yet (sequence or token classification, or a "
+            "sentence-transformers folder)",
+            hint="a bare encoder exports as a sentence-transformers folder (modules.json, 1_Pooling/config.json)",
+        )
+    return task
+
+
+def _pooling(folder: Path, modules: dict[str, str]) -> Pooling:
+    path = folder / modules["pooling"] / CONFIG_FILE
+    config = _json(path)
+    modes = [mode for key, mode in POOLING_MODES.items() if config.get(key)]
+    other = sorted(k for k, v in config.items() if k.startswith("pooling_mode_") and v and k not in POOLING_MODES)
+    if len(modes) != 1 or other:
+        raise CheckpointError(
+            f"{path}: pooling {modes + other or 'none'} is not supported (one of mean, cls or max tokens)",
+            hint="modelship exports one pooling mode: mean, cls or max over the real tokens",
+        )
+    return Pooling(modes[0], "normalize" in modules)
+
+
+def _tokenizer_file(root: Path, folder: Path) -> Path | None:
+    for place in (root, folder):
+        if (place / TOKENIZER_FILE).is_file():
+            return place / TOKENIZER_FILE
+    return None
+
+
+def _tokenizer_spec(root: Path, folder: Path, config: dict[str, Any], tokenizer: Path) -> TokenizerSpec:
+    """The settings transformers' tokenizer would use: the longest input the model takes (sentence-transformers'
+    max_seq_length, else the tokenizer's model_max_length, capped by the model's max_position_embeddings) and the
+    pad token (tokenizer.json's padding, else the special-tokens map, else config.json's pad_token_id)."""
+    saved = _json(tokenizer)
+    tokenizer_config = _json(root / "tokenizer_config.json", quiet=True)
+    limits = [
+        _json(folder / "sentence_bert_config.json", quiet=True).get("max_seq_length"),
+        tokenizer_config.get("model_max_length"),
+        (saved.get("truncation") or {}).get("max_length"),
+    ]
+    length = next((int(n) for n in limits if isinstance(n, (int, float)) and 2 <= n < UNBOUNDED), None)
+    positions = config.get("max_position_embeddings")
+    if isinstance(positions, int) and (length is None or length > positions):
+        length = positions
+    if length is None:
+        raise CheckpointError(
+            f"{tokenizer}: no maximum length (tokenizer_config.json model_max_length, config.json "
+            "max_position_embeddings)",
+            hint="set model_max_length in tokenizer_config.json",
+        )
+    pad_token, pad_id = _pad(saved, tokenizer_config, config, tokenizer)
+    inputs = ("input_ids", "attention_mask", *(("token_type_ids",) if config.get("type_vocab_size", 0) > 1 else ()))
+    return TokenizerSpec(max_length=length, pad_id=pad_id, pad_token=pad_token, inputs=inputs)
+
+
+def _pad(saved: dict, tokenizer_config: dict, config: dict, tokenizer: Path) -> tuple[str, int]:
+    padding = saved.get("padding") or {}
+    if isinstance(padding.get("pad_id"), int) and padding.get("pad_token"):
+        return str(padding["pad_token"]), int(padding["pad_id"])
+    token = tokenizer_config.get("pad_token")
+    token = token.get("content") if isinstance(token, dict) else token
+    vocab = {entry["content"]: entry["id"] for entry in saved.get("added_tokens", []) if "content" in entry}
+    if isinstance(token, str) and token in vocab:
+        return token, int(vocab[token])
+    if isinstance(config.get("pad_token_id"), int):
+        return str(token or config["pad_token_id"]), int(config["pad_token_id"])
+    raise CheckpointError(
+        f"{tokenizer}: no pad token (tokenizer.json padding, tokenizer_config.json pad_token, config.json "
+        "pad_token_id)",
+        hint="set pad_token in tokenizer_config.json",
+    )
+
+
+def _labels(config: dict[str, Any]) -> list[str] | None:
+    mapping = config.get("id2label")
+    if not isinstance(mapping, dict) or not mapping:
+        return None
+    try:
+        indexed = {int(k): str(v) for k, v in mapping.items()}
+    except ValueError:
+        return None
+    return [indexed.get(i, f"LABEL_{i}") for i in range(max(indexed) + 1)]

@@ -1,0 +1,70 @@
+"""Verification inputs for text models: real sentences (preprocess/sentences.json: accents, CJK, emoji, mixed
+scripts, an empty text, one longer than any model's limit) run through the export's own tokenizer, so every artifact
+is judged on token ids, masks and padding as clients will send them.
+
+Sets: one per batch size (the corpus taken in turn: texts of different lengths, so a batch is padded), every text
+at once (the long one truncated), and the largest batch again padded `PAD_EXTRA` tokens further: the model's
+answers at real tokens must not change with the amount of padding (`check_padding`, on eager; every artifact is
+then judged against eager on both paddings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelship.contract.errors import ExportError
+from modelship.contract.text import TokenizerSource
+from modelship.preprocess.text import TextTokenizer, sentences
+
+PAD_EXTRA = 8
+PADDING_ATOL = 1e-4  # float32 noise of attention over a longer (masked) sequence
+PADDING_RTOL = 1e-3
+
+
+@dataclass(frozen=True)
+class TextSets:
+    """Tokenised input sets with their labels; `padded` = (i, j): set j holds set i's texts with more padding."""
+
+    inputs: list[dict[str, np.ndarray]]
+    labels: list[str]
+    padded: tuple[int, int]
+
+
+def text_input_sets(source: TokenizerSource, batch_sizes: Sequence[int]) -> TextSets:
+    tokenizer = TextTokenizer(source.path, source.spec)
+    corpus = sentences()
+    inputs, labels, start = [], [], 0
+    for size in batch_sizes:
+        texts = [corpus[(start + i) % len(corpus)] for i in range(size)]
+        start += size
+        inputs.append(tokenizer.encode(texts))
+        labels.append(f"{size} texts")
+    inputs.append(tokenizer.encode(corpus))
+    labels.append(f"all {len(corpus)} texts (the longest truncated to {source.spec.max_length} tokens)")
+    base = int(np.argmax([len(s["input_ids"]) * s["input_ids"].shape[1] for s in inputs[:-1]]))
+    width = inputs[base]["input_ids"].shape[1]
+    longer = min(width + PAD_EXTRA, source.spec.max_length)
+    texts = [corpus[(sum(batch_sizes[:base]) + i) % len(corpus)] for i in range(batch_sizes[base])]
+    inputs.append(tokenizer.encode(texts, length=longer))
+    labels.append(f"{labels[base]}, padded to {longer} tokens")
+    return TextSets(inputs, labels, (base, len(inputs) - 1))
+
+
+def check_padding(outputs: Sequence[dict[str, np.ndarray]], sets: TextSets) -> None:
+    """ExportError unless the eager outputs on the two paddings of the same texts agree at every real token."""
+    first, second = sets.padded
+    mask = sets.inputs[first]["attention_mask"].astype(bool)
+    for name, short in outputs[first].items():
+        long = outputs[second][name]
+        if short.ndim >= 2 and short.shape[1] == mask.shape[1]:  # per token: compare the real tokens
+            short, long = short[mask], long[:, : mask.shape[1]][mask]
+        if short.shape != long.shape or not np.allclose(short, long, atol=PADDING_ATOL, rtol=PADDING_RTOL):
+            worst = float(np.abs(short - long).max()) if short.shape == long.shape else float("inf")
+            raise ExportError(
+                f"output {name!r} changes with padding ({sets.labels[first]} vs {sets.labels[second]}: max abs "
+                f"{worst:.3g} at real tokens): the model does not apply its attention mask",
+                hint="check that forward passes attention_mask to the model (and that pooling uses it)",
+            )
