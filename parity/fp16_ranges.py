@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -51,7 +52,7 @@ def node_module(node: onnx.NodeProto) -> str:
                 modules = [s for s in ast.literal_eval(prop.value) if s][:-1]
             except (ValueError, SyntaxError):
                 break
-            if modules and all(inner.startswith(outer + ".") for outer, inner in zip(modules, modules[1:])):
+            if modules and all(inner.startswith(outer + ".") for outer, inner in itertools.pairwise(modules)):
                 return modules[-1]
             return ".".join(modules)
     parts = [p for p in node.name.split("/") if p]
