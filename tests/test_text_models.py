@@ -1,0 +1,146 @@
+"""Hugging Face text models from the folders users save: the tokenizer bit-equal to transformers' own, the
+`export-model DIR --onnx --fp16` journey for a sequence classifier, a token classifier and the real MiniLM
+sentence-transformers folder (each verified on real sentences at two paddings), and the refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from text_folders import ENTITIES, MINILM, SENTIMENT, save_classifier
+
+from modelship.contract.errors import ExportError
+from modelship.contract.manifest import Manifest
+from modelship.contract.text import TokenizerSpec
+from modelship.export.text_inputs import TextSets, check_padding
+from modelship.preprocess.text import TextTokenizer, sentences
+from tests.cli_contract import expect_failure, invoke
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hf")
+    return {
+        "sentiment": save_classifier(root / "sentiment", "sequence"),
+        "entities": save_classifier(root / "entities", "token"),
+        "minilm": MINILM,
+    }
+
+
+@pytest.fixture(scope="module")
+def exports(folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each folder through the command of the issue, exactly: export-model DIR --onnx --fp16."""
+    out = tmp_path_factory.mktemp("exports")
+    made = {}
+    for name, folder in folders.items():
+        result = invoke("export", folder, "--onnx", "--fp16", "--name", name, "--out", out)
+        assert result.exit_code == 0, result.output
+        made[name] = out / name
+    return made
+
+
+def minilm_spec() -> TokenizerSpec:
+    return TokenizerSpec(
+        max_length=256, pad_id=0, pad_token="[PAD]", inputs=("input_ids", "attention_mask", "token_type_ids")
+    )
+
+
+def test_the_tokenizer_is_bit_equal_to_transformers_on_real_sentences() -> None:
+    from transformers import AutoTokenizer
+
+    reference = AutoTokenizer.from_pretrained(MINILM)
+    ours = TextTokenizer(MINILM / "tokenizer.json", minilm_spec())
+    corpus = [*sentences(), "word " * 400, "🙂" * 50, "ça va? 你好 مرحبا", ""]
+    for texts in [[t] for t in corpus] + [corpus]:
+        expected = reference(texts, padding=True, truncation=True, max_length=256, return_tensors="np")
+        got = ours.encode(texts)
+        assert set(got) == {"input_ids", "attention_mask", "token_type_ids"}
+        for name, array in got.items():
+            assert array.dtype == np.int64
+            np.testing.assert_array_equal(array, expected[name], err_msg=f"{name} of {texts[:1]!r}")
+    assert ours.encode(["word " * 400])["input_ids"].shape == (1, 256)  # truncated, special tokens included
+
+
+def test_every_folder_exports_with_onnx_and_fp16_verified_on_two_paddings(exports: dict[str, Path]) -> None:
+    expected = {"sentiment": ("text-classification", "logits", SENTIMENT), "entities": ("token-classification",
+                "logits", None), "minilm": ("sentence-embedding", "embedding", None)}  # fmt: skip
+    for name, (task, output, labels) in expected.items():
+        manifest = Manifest.read(exports[name])
+        assert manifest.task == task and manifest.io.outputs[0].name == output
+        assert manifest.labels == labels
+        assert [a.name for a in manifest.artifacts] == ["onnx", "onnx_fp16"]
+        assert all(a.parity is not None and a.parity.passed for a in manifest.artifacts)
+        assert manifest.tokenizer is not None and (exports[name] / manifest.tokenizer.file).is_file()
+        assert [i.name for i in manifest.io.inputs] == ["input_ids", "attention_mask", "token_type_ids"]
+        assert manifest.io.inputs[0].shape == ("batch", "sequence")
+    assert Manifest.read(exports["minilm"]).tokenizer.max_length == 256  # sentence_bert_config.json's
+    assert Manifest.read(exports["entities"]).io.outputs[0].shape == ("batch", "sequence", len(ENTITIES))
+    labels = [s.label for s in Manifest.read(exports["sentiment"]).artifacts[0].parity.per_batch or []]
+    assert any("padded to" in label for label in labels), labels
+
+
+def test_the_minilm_embedding_is_sentence_transformers_own(exports: dict[str, Path]) -> None:
+    """The pooling and normalisation inside the graph are the folder's: the ONNX embedding equals what
+    sentence-transformers computes, and paraphrases end up closer than unrelated sentences."""
+    import onnxruntime as ort
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["A man is playing a guitar on the stage.", "Someone is strumming a guitar in front of an audience.",
+             "The stock market fell sharply after the announcement."]  # fmt: skip
+    expected = SentenceTransformer(str(MINILM), device="cpu").encode(texts, convert_to_numpy=True)
+    manifest = Manifest.read(exports["minilm"])
+    inputs = TextTokenizer(exports["minilm"] / "tokenizer.json", manifest.tokenizer).encode(texts)
+    session = ort.InferenceSession(str(exports["minilm"] / "model.onnx"), providers=["CPUExecutionProvider"])
+    (embedding,) = session.run(["embedding"], inputs)
+    np.testing.assert_allclose(embedding, expected, atol=2e-5)
+    similarity = embedding @ embedding.T
+    assert similarity[0, 1] > 0.5 > similarity[0, 2], similarity
+
+
+def test_a_model_that_ignores_its_mask_is_refused() -> None:
+    """Answers that change with padding (an attention mask not applied) stop the export."""
+    tokenizer = TextTokenizer(MINILM / "tokenizer.json", minilm_spec())
+    texts = ["a short one", "a somewhat longer sentence than that"]
+    sets = TextSets([tokenizer.encode(texts), tokenizer.encode(texts, length=20)], ["2 texts", "padded"], (0, 1))
+    summed = [{"logits": s["input_ids"].sum(axis=1, keepdims=True).astype(np.float32)} for s in sets.inputs]
+    check_padding(summed, sets)  # the pad id is 0: sums do not change
+    counted = [{"logits": np.full((2, 1), s["input_ids"].shape[1], np.float32)} for s in sets.inputs]
+    with pytest.raises(ExportError, match="changes with padding"):
+        check_padding(counted, sets)
+
+
+def test_a_config_asking_for_custom_code_is_refused(folders: dict[str, Path], tmp_path: Path) -> None:
+    folder = shutil.copytree(folders["sentiment"], tmp_path / "custom")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"auto_map": {"AutoModel": "modeling_x.XModel"}}))
+    expect_failure(["export", folder, "--onnx", "--out", tmp_path / "out"], names=["auto_map", "never runs code"],
+                   untouched=[folder])  # fmt: skip
+
+
+def test_a_bare_encoder_without_pooling_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "encoder"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        shutil.copy(MINILM / name, folder / name)
+    expect_failure(
+        ["export", folder, "--onnx", "--out", tmp_path / "out"], names=["BertModel", "sentence-transformers"]
+    )
+
+
+def test_weights_that_do_not_fit_the_config_are_refused(folders: dict[str, Path], tmp_path: Path) -> None:
+    folder = shutil.copytree(folders["sentiment"], tmp_path / "wrong")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"intermediate_size": 48}))
+    expect_failure(["export", folder, "--onnx", "--out", tmp_path / "out"], names=["does not fit", "intermediate"])
+
+
+def test_a_weights_file_with_its_config_beside_it_loads(folders: dict[str, Path]) -> None:
+    result = invoke("inspect", folders["sentiment"] / "model.safetensors", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["arch"] == "transformers/BertForSequenceClassification", report
