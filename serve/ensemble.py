@@ -126,7 +126,7 @@ def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelCo
     config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=_pixel_dims(plan))
     if plan.mask:
         config.output.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
-    _on_cpu(config, options)
+    on_cpu(config, options)
     config.parameters["max_pixels"].string_value = str(options.max_image_pixels)
     warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1)
     warmup.inputs[IMAGE].CopyFrom(mc.ModelWarmup.Input(data_type=mc.TYPE_STRING, dims=[1], input_data_file=IMAGE))
@@ -143,12 +143,12 @@ def postprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelC
     config.input.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
     config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
     config.output.add(name=SCORES, data_type=triton_dtype(scores), dims=dims(scores, batched=True))
-    _on_cpu(config, options)
+    on_cpu(config, options)
     config.version_policy.latest.num_versions = 1
     return config
 
 
-def _on_cpu(config: mc.ModelConfig, options: ServingOptions) -> None:
+def on_cpu(config: mc.ModelConfig, options: ServingOptions) -> None:
     """Dynamically batched, on CPU instances: decoding and masks run on the CPU even when the model has a GPU."""
     config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
     config.instance_group.add(count=options.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
@@ -164,17 +164,9 @@ def pipeline_config(
     """The ensemble IMAGE -> preprocess -> model (-> postprocess), with the model's outputs under the export's
     names (and MASK)."""
     names = triton_names(plan.artifact)
-    config = mc.ModelConfig(name=plan.pipeline_name, platform="ensemble", max_batch_size=options.max_batch_size)
-    config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
-    for spec in plan.artifact.io.outputs:
-        add_tensor(config.output, spec.name, spec, batched=True, reshape=False)
+    config = ensemble_config(plan.pipeline_name, IMAGE, plan.artifact, options, labels, task)
     if plan.mask:
         config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
-    if labels and plan.artifact.io.outputs[0].dtype in CLASSIFIABLE:  # the output pipeline_output names
-        config.output[0].label_filename = LABELS_FILE
-    if labels:
-        config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read
-    config.parameters[PARAM_TASK].string_value = task
     steps = config.ensemble_scheduling
     first = steps.step.add(model_name=plan.preprocess_name, model_version=-1)
     first.input_map[IMAGE] = IMAGE
@@ -194,6 +186,24 @@ def pipeline_config(
         third.input_map[SIZE] = "size"
         third.output_map[MASK] = MASK
         third.output_map[SCORES] = scores
+    return config
+
+
+def ensemble_config(
+    name: str, request_input: str, artifact: Artifact, options: ServingOptions, labels: list[str] | None, task: str
+) -> mc.ModelConfig:
+    """A pipeline's ensemble without its steps: `request_input` (encoded bytes, one per batch row) in, the
+    artifact's outputs under the export's names out, its labels (the classification extension on the first output
+    when it is class scores: the output `pipeline_output` names) and its task."""
+    config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=options.max_batch_size)
+    config.input.add(name=request_input, data_type=mc.TYPE_STRING, dims=[1])
+    for spec in artifact.io.outputs:
+        add_tensor(config.output, spec.name, spec, batched=True, reshape=False)
+    if labels and artifact.io.outputs[0].dtype in CLASSIFIABLE:
+        config.output[0].label_filename = LABELS_FILE
+    if labels:
+        config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read
+    config.parameters[PARAM_TASK].string_value = task
     config.version_policy.latest.num_versions = 1
     return config
 
@@ -204,12 +214,19 @@ def stage_preprocess_files(plan: PipelinePlan, version_dir: Path) -> None:
     plan.spec.write(version_dir / "preprocess.json")
 
 
-def stage_python_model(template: str, version_dir: Path) -> None:
+def stage_python_model(template: str, version_dir: Path, vendored: tuple[str, ...] = VENDORED) -> None:
     """A Python-backend model's version folder: serve/python_models/<template>.py as model.py and the modelship
-    modules it imports."""
+    modules it imports (`vendored`; a package not listed itself gets an empty __init__.py, so importing one of its
+    modules runs nothing else of it)."""
     version_dir.mkdir(parents=True)
     shutil.copy2(TEMPLATES / f"{template}.py", version_dir / "model.py")
-    for module in VENDORED:
+    for module in vendored:
+        parts = module.split(".")
+        for depth in range(1, len(parts)):
+            package = version_dir.joinpath(*parts[:depth])
+            package.mkdir(parents=True, exist_ok=True)
+            (package / "__init__.py").touch()
+    for module in vendored:
         found = importlib.util.find_spec(module)
         assert found is not None and found.origin is not None, module
         relative = Path(*module.split("."), "__init__.py") if found.submodule_search_locations else None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tritonclient.grpc import model_config_pb2 as mc
+
 from modelship import __version__
 from modelship.contract.artifacts import SERVED_FILES
 from modelship.contract.errors import PublishError
@@ -47,6 +49,7 @@ from modelship.serve.publish_choices import (
     pipeline_plan,
     publish_labels,
 )
+from modelship.serve.text_pipeline import TextPipelinePlan, stage_tokenize_files, text_pipeline_config, tokenize_config
 from modelship.serve.triton_config import (
     LABELS_FILE,
     ExportRecord,
@@ -143,7 +146,9 @@ def publish_export(
         staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list, task.name)
         for art in chosen:
             result.models.append(_stage(staged, export_dir, manifest, art, model_names[art.name]))
-        if pipe is not None:
+        if isinstance(pipe, TextPipelinePlan):
+            result.models += _stage_text_pipeline(staged, pipe, export_dir)
+        elif pipe is not None:
             result.models += _stage_pipeline(staged, pipe)
         repository.commit(staged.plan)
     return result
@@ -229,25 +234,47 @@ def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel
     )
     if pipe.postprocess_name is not None:
         published.append(_stage_postprocess(staged, pipe, pipe.postprocess_name))
-    pipeline_number = repository.choose_version(repo / pipe.pipeline_name, version)
-    files: dict[str, str | bytes] = {CONFIG_FILE: to_text(pipeline_config(pipe, options, labels, staged.task))}
-    if labels:
-        files[LABELS_FILE] = "\n".join(labels) + "\n"
+    config = pipeline_config(pipe, options, labels, staged.task)
     steps = [pipe.preprocess_name, pipe.model_name] + ([pipe.postprocess_name] if pipe.postprocess_name else [])
-    record = {"pipeline": pipe.pipeline_name, "steps": steps, "version": pipeline_number}
+    published.append(_stage_ensemble(staged, pipe.pipeline_name, config, steps, pipe.artifact.sha256))
+    return published
+
+
+def _stage_text_pipeline(staged: _Staging, pipe: TextPipelinePlan, export_dir: Path) -> list[PublishedModel]:
+    """Stage `<name>_tokenize` and the ensemble `<name>_pipeline` (serve.text_pipeline) into the plan."""
+    number = repository.choose_version(staged.repo / pipe.tokenize_name, staged.version)
+    path = install(
+        staged.plan,
+        staged.repo,
+        pipe.tokenize_name,
+        number,
+        lambda version_dir: stage_tokenize_files(pipe, export_dir, version_dir),
+        {CONFIG_FILE: to_text(tokenize_config(pipe, staged.options))},
+    )
+    tokenize = PublishedModel(
+        pipe.tokenize_name, "tokenize", number, path, config_path(staged.repo, pipe.tokenize_name), ""
+    )
+    config = text_pipeline_config(pipe, staged.options, staged.labels, staged.task)
+    steps = [pipe.tokenize_name, pipe.model_name]
+    return [tokenize, _stage_ensemble(staged, pipe.pipeline_name, config, steps, pipe.artifact.sha256)]
+
+
+def _stage_ensemble(
+    staged: _Staging, name: str, config: mc.ModelConfig, steps: list[str], sha256: str
+) -> PublishedModel:
+    """Stage one ensemble (its config, labels, and a version folder holding the record of what it chains)."""
+    number = repository.choose_version(staged.repo / name, staged.version)
+    files: dict[str, str | bytes] = {CONFIG_FILE: to_text(config)}
+    if staged.labels:
+        files[LABELS_FILE] = "\n".join(staged.labels) + "\n"
+    record = {"pipeline": name, "steps": steps, "version": number}
 
     def version_files(version_dir: Path) -> None:  # an ensemble has no files; a record keeps the folder in S3 too
         version_dir.mkdir(parents=True)
         (version_dir / MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
 
-    path = install(plan, repo, pipe.pipeline_name, pipeline_number, version_files, files)
-    pipeline_config_path = config_path(repo, pipe.pipeline_name)
-    published.append(
-        PublishedModel(
-            pipe.pipeline_name, "pipeline", pipeline_number, path, pipeline_config_path, pipe.artifact.sha256
-        )
-    )
-    return published
+    path = install(staged.plan, staged.repo, name, number, version_files, files)
+    return PublishedModel(name, "pipeline", number, path, config_path(staged.repo, name), sha256)
 
 
 def _stage_postprocess(staged: _Staging, pipe: PipelinePlan, name: str) -> PublishedModel:

@@ -18,6 +18,7 @@ from modelship.serve.ensemble import (
     PipelinePlan,
     plan_pipeline,
 )
+from modelship.serve.text_pipeline import TOKENIZE_SUFFIX, TextPipelinePlan, plan_text_pipeline
 from modelship.tasks import Task
 
 AUTO_PIPELINE = "auto"  # a pipeline over the task's artifact (ONNX fp32) when one can be built, else a note why
@@ -30,7 +31,7 @@ def pipeline_plan(
     base: str,
     artifact: str | None,
     task: Task,
-) -> tuple[PipelinePlan | None, str | None]:
+) -> tuple[PipelinePlan | TextPipelinePlan | None, str | None]:
     """The pipeline to publish (None when not wanted or, by default only, impossible) and the note saying why there
     is none; asked for explicitly, a pipeline that cannot be built is an error."""
     if artifact is None:
@@ -39,13 +40,17 @@ def pipeline_plan(
     artifact = task.pipeline_artifact if artifact == AUTO_PIPELINE else artifact
     published = {a.name: a for a in chosen}
     try:
-        if task.preprocessing != "image":
-            raise PublishError(f"task {task.name!r} takes no image preprocessing", hint="publish without --pipeline")
+        if task.preprocessing == "none":
+            raise PublishError(f"task {task.name!r} takes no preprocessing", hint="publish without --pipeline")
         if artifact not in published:
             raise PublishError(
                 f"--pipeline-artifact {artifact}: that artifact is not being published",
                 hint=f"publish it too (--artifact {artifact}), or choose one of {', '.join(published)}",
             )
+        if task.preprocessing == "text":
+            for suffix in (TOKENIZE_SUFFIX, PIPELINE_SUFFIX):
+                repository.check_model_name(base + suffix)
+            return plan_text_pipeline(base, model_names[artifact], published[artifact], manifest.tokenizer), None
         for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX) + ((POSTPROCESS_SUFFIX,) if task.pipeline_mask else ()):
             repository.check_model_name(base + suffix)
         spec = manifest.preprocess
