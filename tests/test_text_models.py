@@ -69,7 +69,7 @@ def test_the_tokenizer_is_bit_equal_to_transformers_on_real_sentences() -> None:
 
 def test_every_folder_exports_with_onnx_and_fp16_verified_on_two_paddings(exports: dict[str, Path]) -> None:
     expected = {"sentiment": ("text-classification", "logits", SENTIMENT), "entities": ("token-classification",
-                "logits", None), "minilm": ("sentence-embedding", "embedding", None)}  # fmt: skip
+                "logits", ENTITIES), "minilm": ("sentence-embedding", "embedding", None)}  # fmt: skip
     for name, (task, output, labels) in expected.items():
         manifest = Manifest.read(exports[name])
         assert manifest.task == task and manifest.io.outputs[0].name == output
@@ -177,6 +177,19 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
             if name == "minilm":
                 similarity = answer @ answer.T
                 assert similarity[0, 1] > 0.5 > similarity[0, 2], similarity
+        shown = {name: invoke("infer", "--model", f"{name}_pipeline", "--url", server.grpc_url, *(w for t in texts[:3]
+                 for w in ("--text", t)), "--json") for name in exports}  # fmt: skip
+        printed = invoke("infer", "--model", "minilm_pipeline", "--url", server.http_url, "--text", texts[0],
+                         "--text", texts[1])  # fmt: skip
         with server.client() as client, pytest.raises(ClientError, match="not UTF-8"):
             client.infer("sentiment_pipeline", {"TEXT": np.array([[b"\xff\xfe broken"]], dtype=object)})
         assert server.client().ready()
+    for result in (*shown.values(), printed):
+        assert result.exit_code == 0, result.output
+    answers = {name: json.loads(result.stdout) for name, result in shown.items()}
+    assert [entry["label"] for entry in answers["sentiment"]["top_k"][0]] != []
+    assert set(answers["sentiment"]["top_k"][0][0]) == {"index", "label", "score", "probability"}
+    assert all(set(row) <= set(ENTITIES) for row in answers["entities"]["labels"])
+    similarity = answers["minilm"]["similarity"]
+    assert similarity[0][1] > 0.5 > similarity[0][2] and len(answers["minilm"]["embeddings"][0]) == 384
+    assert "cosine similarity:" in printed.output and printed.output.startswith(f"[0] {texts[0]}"), printed.output

@@ -1,6 +1,6 @@
 """`modelship infer IMAGE... --model NAME`: ask a served model about images, over HTTP or gRPC: the top-k classes
 of a classifier, each class's share of the photo for a segmenter (modelship.cli.segment), each detection for a
-detector (modelship.cli.detect).
+detector (modelship.cli.detect); `--text` asks a text pipeline (modelship.cli.text_infer).
 
 The task, preprocessing spec and labels come from the model itself (config parameters written by `modelship
 publish`), so the client needs nothing but the server's address: no torch, no export folder.
@@ -18,6 +18,7 @@ from modelship.cli.detect import Detections, detect
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.segment import Segmentation, segment
 from modelship.cli.server_flags import protocol_option, url_option
+from modelship.cli.text_infer import ask_texts, read_texts, show_text_answers
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
@@ -87,8 +88,16 @@ def image_input(info: ModelInfo) -> TensorInfo:
 
 
 @click.command("infer", cls=GuardedCommand)
-@click.argument("images", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("images", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--model", required=True, help="Served model name, e.g. resnet18_onnx.")
+@click.option("--text", "texts", multiple=True, help="A text for a text model's NAME_pipeline; repeatable.")
+@click.option(
+    "--texts",
+    "texts_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A file of texts, one per line (with or instead of --text).",
+)
 @url_option("--url", "url", "Server address")
 @protocol_option("--url", default=None)
 @click.option("--top-k", "k", type=int, default=5, show_default=True, help="How many classes to show per image.")
@@ -111,6 +120,8 @@ def image_input(info: ModelInfo) -> TensorInfo:
 def infer_command(
     images: tuple[Path, ...],
     model: str,
+    texts: tuple[str, ...],
+    texts_file: Path | None,
     url: str | None,
     protocol: str | None,
     k: int,
@@ -121,7 +132,8 @@ def infer_command(
 ) -> None:
     """Ask a model served by Triton about IMAGE files: a classifier's top-k classes with labels, a segmenter's
     share of each photo per class (with --save, the photo tinted by class), a detector's boxes with label and score
-    (with --save, drawn on the photo).
+    (with --save, drawn on the photo). With --text/--texts, ask a text model's NAME_pipeline: a text classifier's
+    top-k classes, a token classifier's label per token, or a sentence embedding (and each pair's similarity).
 
     Images are preprocessed exactly as at export (the spec is read from the served model's config) and sent as
     binary tensors with tritonclient; a NAME_pipeline model gets the encoded files as they are (its server
@@ -130,8 +142,18 @@ def infer_command(
     """
     if k < 1 or batch < 1:
         raise UsageError("--top-k and --batch must be at least 1")
+    asked = read_texts(texts, texts_file)
+    if bool(asked) == bool(images):
+        raise UsageError("give image files, or texts with --text/--texts (not both)")
     with TritonClient(url, protocol) as client:
         info = client.model(model)
+        if asked:
+            answers = ask_texts(client, info, asked, k)
+            if as_json:
+                emit_json({"ok": True, "model": model, "url": client.url, **answers.to_dict()})
+                return
+            show_text_answers(answers, click.echo)
+            return
         per_photo = _per_photo(client, info, list(images), save, min_score)
         if per_photo is not None:
             key, answers, show = per_photo

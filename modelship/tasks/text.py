@@ -2,7 +2,8 @@
 
 - `text-classification`: class scores per text ([batch, labels]), judged as logits (tolerance, top-1 / top-k);
   served with its labels (config.json's id2label);
-- `token-classification`: class scores per token ([batch, sequence, labels]), judged as logits;
+- `token-classification`: class scores per token ([batch, sequence, labels]), judged as logits; served with its
+  labels;
 - `sentence-embedding`: one vector per text ([batch, dim], pooled and normalised inside the graph), judged by
   similarity (per-row cosine) and element-wise tolerance.
 """
@@ -48,6 +49,7 @@ TOKEN_CLASSIFICATION = register_task(
         output_kind=lambda spec: "logits",
         claims=_claims("logits", 3),
         preprocessing="text",
+        labels=True,
     )
 )
 SENTENCE_EMBEDDING = register_task(
