@@ -28,6 +28,7 @@ from modelship.parity.engine import candidate_error
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.localize import Explanation
 from modelship.parity.runner_protocol import Runner
+from modelship.parity.text_sets import Tokenize
 from modelship.tasks import get_task
 
 
@@ -98,6 +99,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     kinds = get_task(manifest.task).output_kinds(manifest.io)
     artifacts = select_artifacts(manifest, request.artifacts)
     serving = _serving_spec(manifest, choice.preprocess_file) if choice.images else None
+    tokenize = _serving_tokenizer(manifest, folder) if choice.texts else None
     with status("checking artifact files against the manifest"):
         changed = {a.name: reason for a in artifacts if (reason := changed_since_export(folder, a))}
     with status("preparing reference"):
@@ -114,7 +116,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             except Exception as exc:  # a file that cannot be loaded is this artifact's verdict
                 reports.append(_unchecked(reference.name, artifact.name, candidate_error(exc)))
                 continue
-            reports.append(reference.judge(_serving(runner, serving, artifact.io), tolerance, kinds))
+            reports.append(reference.judge(_serving(runner, serving, tokenize, artifact.io), tolerance, kinds))
     for extra in request.extra:
         tolerance = request.tolerances.config(extra.precision)
         with status(f"checking {extra.runner.name}"):
@@ -123,7 +125,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             except Exception as exc:  # the server is down or does not serve the model: this candidate fails
                 reports.append(_unchecked(reference.name, extra.runner.name, candidate_error(exc)))
                 continue
-            runner = extra.runner if takes == "images" else _serving(extra.runner, serving, manifest.io)
+            runner = extra.runner if takes != "tensors" else _serving(extra.runner, serving, tokenize, manifest.io)
             reports.append(reference.judge(runner, tolerance, kinds))
     image_labels = {label for label, inputs in zip(reference.labels, reference.sets, strict=True) if IMAGES in inputs}
     diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, image_labels, reference.images))}
@@ -190,8 +192,27 @@ def _serving_spec(manifest: Manifest, preprocess_file: Path | None) -> tuple[Pre
     return manifest.preprocess, "manifest.json preprocess"
 
 
-def _serving(runner: Runner, serving: tuple[PreprocessSpec, str] | None, io: IOSpec) -> Runner:
-    """`runner` behind the serving preprocessing when images are compared, else `runner` itself."""
+def _serving_tokenizer(manifest: Manifest, folder: Path) -> Tokenize:
+    """The serving side's tokenizer for texts: modelship's, on the export's tokenizer.json."""
+    from modelship.parity.text_sets import modelship_tokenize
+
+    if manifest.tokenizer is None:
+        raise UsageError(
+            f"export {manifest.name!r} has no tokenizer in its manifest.json (the serving side of --texts)",
+            hint="--texts compares text models exported from a folder with its tokenizer.json",
+        )
+    return modelship_tokenize(folder / manifest.tokenizer.file, manifest.tokenizer)
+
+
+def _serving(
+    runner: Runner, serving: tuple[PreprocessSpec, str] | None, tokenize: Tokenize | None, io: IOSpec
+) -> Runner:
+    """`runner` behind the serving preprocessing when images are compared, its tokenizer when texts are, else
+    `runner` itself."""
+    if tokenize is not None:
+        from modelship.parity.text_sets import TextPipeline
+
+        return TextPipeline(runner, tokenize)
     if serving is None:
         return runner
     from modelship.parity.image_inputs import image_input, serving_pipeline

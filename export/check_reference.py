@@ -15,8 +15,9 @@ from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import RunResults, ToleranceConfig
 from modelship.parity.engine import judge_runner, reference_results
-from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
+from modelship.parity.image_inputs import PreprocessingDifference
 from modelship.parity.runner_protocol import Runner, Tensors
+from modelship.parity.text_sets import TEXTS
 
 AGAINST = ("checkpoint", "golden")
 
@@ -34,12 +35,16 @@ class ReferenceChoice:
     seed: int = 0
     images: Path | None = None
     preprocess_file: Path | None = None  # the serving spec for `images`, instead of the manifest's
+    texts: Path | None = None  # a file of texts, one per line, for a text model
 
     def __post_init__(self) -> None:
         if self.against not in AGAINST:
             raise UsageError(f"unknown reference {self.against!r}", hint=f"use one of {', '.join(AGAINST)}")
-        if self.images is not None and self.against == "golden":
-            raise UsageError("--images needs --against checkpoint", hint="golden data holds outputs for its own inputs")
+        for flag, value in (("--images", self.images), ("--texts", self.texts)):
+            if value is not None and self.against == "golden":
+                raise UsageError(
+                    f"{flag} needs --against checkpoint", hint="golden data holds outputs for its own inputs"
+                )
 
 
 @dataclass
@@ -62,9 +67,11 @@ class Reference:
         """`runner` run on the sets it takes (image files only, for a served pipeline) and judged; whatever it
         raises while running is its failed report (`run_sets`)."""
         takes = runner.takes
-        chosen = [i for i, inputs in enumerate(self.sets) if takes == "tensors" or IMAGES in inputs]
+        chosen = [i for i, inputs in enumerate(self.sets) if takes == "tensors" or takes in inputs]
         if not chosen:
-            raise UsageError(f"{runner.name} takes encoded images", hint="compare it with --images DIR")
+            flag = "--texts FILE" if takes == TEXTS else "--images DIR"
+            raise UsageError(f"{runner.name} takes {'texts' if takes == TEXTS else 'encoded images'}",
+                             hint=f"compare it with {flag}")  # fmt: skip
         sets, labels = [self.sets[i] for i in chosen], [self.labels[i] for i in chosen]
         expected = RunResults(self.name, [self.results.outputs[i] for i in chosen], self.results.seconds)
         return judge_runner(expected, runner, sets, labels, tolerance, kinds)
@@ -107,6 +114,15 @@ def build_reference(
         for label, image_set in image_inputs.image_sets(files, serving[0], choice.images):
             sets.append(image_set)
             labels.append(label)
+    if choice.texts is not None:
+        from modelship.parity.text_sets import TextPipeline, read_text_file, text_sets, transformers_tokenize
+
+        if loaded.tokenizer is None or manifest.tokenizer is None:
+            raise UsageError(f"--texts: export {manifest.name!r} is not a text model with its tokenizer")
+        eager = TextPipeline(eager, transformers_tokenize(loaded.tokenizer.path.parent, manifest.tokenizer))
+        for label, text_set in text_sets(read_text_file(choice.texts)):
+            sets.append(text_set)
+            labels.append(label)
     return Reference(reference_results(eager, sets), sets, labels, images, loaded.model)
 
 
@@ -134,7 +150,7 @@ def _checkpoint_path(recorded: str, folder: Path) -> Path:
     """The recorded path as given at export time (relative to the current folder), else relative to the export."""
     path = Path(recorded)
     for candidate in (path, folder / path):
-        if candidate.is_file():
+        if candidate.is_file() or candidate.is_dir():  # a folder: a Hugging Face checkpoint
             return candidate
     raise ParityError(
         f"checkpoint {recorded} recorded in {folder / MANIFEST_NAME} not found",

@@ -17,8 +17,10 @@ import numpy as np
 from modelship.contract.errors import ClientError
 from modelship.parity.image_inputs import IMAGES
 from modelship.parity.runner_protocol import BaseRunner
+from modelship.parity.text_sets import TEXTS
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, Tensors
+from modelship.serve.text_pipeline import TEXT
 
 
 class TritonRunner(BaseRunner):
@@ -48,11 +50,17 @@ class TritonRunner(BaseRunner):
 
     @property
     def takes(self) -> str:
-        """ "images" for a pipeline model (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
-        preprocessed by the server. It runs on image-file input sets (`{"images": paths}`) only."""
-        return "images" if len(self.info.inputs) == 1 and self.info.inputs[0].datatype == "BYTES" else "tensors"
+        """ "images" for an image pipeline (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
+        preprocessed by the server; it runs on image-file input sets (`{"images": paths}`) only. "texts" for a
+        text pipeline (serve.text_pipeline: its input TEXT), run on sets of texts (`{"texts": strings}`)."""
+        inputs = self.info.inputs
+        if len(inputs) != 1 or inputs[0].datatype != "BYTES":
+            return "tensors"
+        return TEXTS if inputs[0].name == TEXT else "images"
 
     def run(self, inputs: Tensors) -> Tensors:
+        if self.takes == TEXTS:
+            return self._run_texts(inputs)
         if self.takes == "images":
             return self._run_images(inputs)
         info = self.info
@@ -74,6 +82,12 @@ class TritonRunner(BaseRunner):
         files = [Path(p).read_bytes() for p in inputs[IMAGES]]
         encoded = np.array([[data] for data in files], dtype=object)
         return self.client.infer(self.model_name, {self.info.inputs[0].name: encoded})
+
+    def _run_texts(self, inputs: Tensors) -> Tensors:
+        if TEXTS not in inputs:
+            raise ClientError(f"{self.name} takes texts", hint="compare it on texts: --texts FILE")
+        encoded = np.array([[str(t).encode("utf-8")] for t in inputs[TEXTS]], dtype=object)
+        return self.client.infer(self.model_name, {TEXT: encoded})
 
     def close(self) -> None:
         self.client.close()

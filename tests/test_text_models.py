@@ -181,6 +181,10 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
                  for w in ("--text", t)), "--json") for name in exports}  # fmt: skip
         printed = invoke("infer", "--model", "minilm_pipeline", "--url", server.http_url, "--text", texts[0],
                          "--text", texts[1])  # fmt: skip
+        (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+        served_parity = ("--texts", tmp_path / "texts.txt", "--served", server.grpc_url, "--json")
+        parity = {name: invoke("parity", folder, *served_parity, "--served-model", f"{name}_pipeline")
+                  for name, folder in exports.items()}  # fmt: skip
         with server.client() as client, pytest.raises(ClientError, match="not UTF-8"):
             client.infer("sentiment_pipeline", {"TEXT": np.array([[b"\xff\xfe broken"]], dtype=object)})
         assert server.client().ready()
@@ -193,3 +197,9 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
     similarity = answers["minilm"]["similarity"]
     assert similarity[0][1] > 0.5 > similarity[0][2] and len(answers["minilm"]["embeddings"][0]) == 384
     assert "cosine similarity:" in printed.output and printed.output.startswith(f"[0] {texts[0]}"), printed.output
+    for name, result in parity.items():  # eager transformers with its own tokenizer vs every artifact and the server
+        assert result.exit_code == 0, result.output
+        reports = json.loads(result.stdout)["reports"]
+        assert [r["candidate"] for r in reports] == ["onnx", "onnx_fp16", f"triton:{name}_pipeline"], name
+        served = reports[-1]
+        assert served["passed"] and [row["label"] for row in served["per_batch"]] == ["text 1 alone", "texts 1-4"]

@@ -56,8 +56,9 @@ reference_flags = flag_group(
         ),
         click.option(
             "--checkpoint",
-            type=click.Path(path_type=Path, dir_okay=False),
-            help="Checkpoint to rebuild, if it moved since export (its sha256 must match the manifest's).",
+            type=click.Path(path_type=Path),
+            help="Checkpoint to rebuild (a file, or a Hugging Face folder), if it moved since export (its weights' "
+            "sha256 must match the manifest's).",
         ),
         click.option(
             "--arch",
@@ -81,6 +82,14 @@ reference_flags = flag_group(
             help="Also compare end to end on the image files in DIR: eager PyTorch gets them through the model's "
             "training transforms (timm/torchvision config, or the checkpoint's preprocess metadata), each artifact "
             "through the manifest's preprocessing spec. Two sets: the first image alone, then all of them.",
+        ),
+        click.option(
+            "--texts",
+            type=click.Path(path_type=Path, dir_okay=False, exists=True),
+            metavar="FILE",
+            help="Also compare end to end on the texts of FILE (one per line): eager PyTorch gets them through "
+            "transformers' own tokenizer, each artifact through the export's tokenizer (modelship's), a served "
+            "NAME_pipeline as texts. Sets: the first text alone, then the texts 8 at a time.",
         ),
         click.option(
             "--preprocess",
@@ -173,6 +182,8 @@ def parity_command(
       modelship parity exports/resnet50 --against golden --artifact onnx_fp16
       modelship parity exports/resnet50 --images photos/ --batch-sizes 1,16 --atol 1e-3
       modelship parity exports/resnet50 --served localhost:8001 --protocol grpc
+      modelship parity exports/my-classifier --texts texts.txt --served localhost:8000 \\
+          --served-model my-classifier_pipeline
     """
     from modelship.contract.manifest import Manifest
     from modelship.export.check import Candidate, CheckRequest, check_export

@@ -1,0 +1,85 @@
+"""End-to-end parity on texts (`modelship parity --texts FILE`): input sets of raw texts, tokenized on each side
+the way that side really runs.
+
+- Reference: transformers' own tokenizer (`AutoTokenizer` on the checkpoint's folder, `padding=True,
+  truncation=True, max_length` as recorded), then eager PyTorch.
+- Candidates: modelship's tokenizer (`preprocess.text` on the export's tokenizer.json), then the artifact; a served
+  `NAME_pipeline` gets the texts themselves (its server tokenizes).
+
+A set holds at most `SET_SIZE` texts, so a served pipeline answers each set in one request (each request is padded
+to its own longest text, and per-token outputs must line up with the reference's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from modelship.contract.errors import UsageError
+from modelship.contract.text import TokenizerSpec
+from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
+
+TEXTS = "texts"  # the input-set key holding raw texts
+SET_SIZE = 8
+Tokenize = Callable[[list[str]], Tensors]
+
+
+def read_text_file(path: Path) -> list[str]:
+    """The texts of FILE, one per line (empty lines skipped)."""
+    try:
+        texts = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--texts {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not texts:
+        raise UsageError(f"--texts {path}: no texts in the file", hint="one text per line")
+    return texts
+
+
+def text_sets(texts: Sequence[str]) -> list[tuple[str, Tensors]]:
+    """The first text alone, then every text in sets of up to SET_SIZE: (label, input set)."""
+    sets = [("text 1 alone", {TEXTS: np.array(texts[:1], dtype=object)})]
+    for start in range(0, len(texts), SET_SIZE):
+        chunk = texts[start : start + SET_SIZE]
+        sets.append((f"texts {start + 1}-{start + len(chunk)}", {TEXTS: np.array(chunk, dtype=object)}))
+    return sets
+
+
+class TextPipeline(BaseRunner):
+    """A runner that tokenizes an input set of texts with `tokenize`, then runs `runner`; sets without texts go to
+    `runner` as they are. Named like the runner it wraps; it takes a whole set at once (its padding is the set's)."""
+
+    def __init__(self, runner: Runner, tokenize: Tokenize) -> None:
+        self.runner = runner
+        self.tokenize = tokenize
+        self.name = runner.name
+
+    def run(self, inputs: Tensors) -> Tensors:
+        if TEXTS not in inputs:
+            return self.runner.run(inputs)
+        return self.runner.run(self.tokenize([str(t) for t in inputs[TEXTS]]))
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def transformers_tokenize(folder: Path, spec: TokenizerSpec) -> Tokenize:
+    """Reference side: transformers' AutoTokenizer from the checkpoint's folder (local files only)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+
+    def tokenize(texts: list[str]) -> Tensors:
+        encoded = tokenizer(texts, padding=True, truncation=True, max_length=spec.max_length, return_tensors="np")
+        return {name: np.asarray(encoded[name], dtype=np.int64) for name in spec.inputs}
+
+    return tokenize
+
+
+def modelship_tokenize(path: Path, spec: TokenizerSpec) -> Tokenize:
+    """Candidate side: modelship's tokenizer on the export's tokenizer.json."""
+    from modelship.preprocess.text import TextTokenizer
+
+    tokenizer = TextTokenizer(path, spec)
+    return lambda texts: tokenizer.encode(texts)
