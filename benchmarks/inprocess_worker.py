@@ -11,6 +11,8 @@ One JSON request per line in, one JSON answer per line out:
     {"op": "outputs", "inputs": IN.npz, "out": OUT.npz}                      -> {"ok": true}
     {"op": "measure", "inputs": IN.npz, "concurrency": C, "window_s": W, "warmup_s": S, "max_requests": R}
                                                                               -> {"ok": true, "stats": {...}}
+    {"op": "open", ..., "tokenizer": FILE, "tokenizer_spec": {...}}          a text model: texts are tokenized
+    {"op": "measure", "texts": [...], ...}                                   per request, then run (as a server does)
 Errors answer {"ok": false, "error": ...}; end of input ends the process.
 """
 
@@ -47,8 +49,25 @@ def handle(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
     op = request["op"]
     if op == "open":
         state["session"] = make_session(request["path"], request["threads"], request["disabled_optimizers"])
+        if request.get("tokenizer"):
+            from modelship.contract.text import TokenizerSpec
+            from modelship.preprocess.text import TextTokenizer
+
+            state["tokenizer"] = TextTokenizer(request["tokenizer"], TokenizerSpec.from_dict(request["tokenizer_spec"]))
         return {"ok": True, "torch": "torch" in sys.modules}
     session = state["session"]
+    if op == "measure" and "texts" in request:
+        tokenizer, texts = state["tokenizer"], request["texts"]
+        stats = run_load(
+            lambda: lambda: session.run(None, tokenizer.encode(texts)),
+            concurrency=request["concurrency"],
+            batch=len(texts),
+            duration_s=request["window_s"],
+            max_requests=request["max_requests"],
+            warmup_s=request["warmup_s"],
+            source="tokenizers + onnxruntime",
+        )
+        return {"ok": True, "stats": stats.to_dict()}
     inputs = _inputs(request["inputs"])
     if op == "outputs":
         names = [o.name for o in session.get_outputs()]

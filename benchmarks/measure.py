@@ -17,6 +17,7 @@ from modelship.bench.loadgen import run_load
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import Plan
+from modelship.contract.text import TokenizerSource
 
 
 def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -35,7 +36,7 @@ class InProcess:
     baseline is what a standalone program gets (`threads`: intra-op threads, default the cores, as the backend's
     default for one instance). A context manager; the worker also ends when this process does."""
 
-    def __init__(self, path: Path, threads: int | None = None) -> None:
+    def __init__(self, path: Path, threads: int | None = None, tokenizer: TokenizerSource | None = None) -> None:
         from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
         from modelship.parity.runners import is_fp16_model
 
@@ -47,9 +48,15 @@ class InProcess:
             text=True,
         )
         disabled = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
-        answer = self._ask(
-            {"op": "open", "path": str(path), "threads": threads or cpu_threads(), "disabled_optimizers": disabled}
-        )
+        request = {
+            "op": "open",
+            "path": str(path),
+            "threads": threads or cpu_threads(),
+            "disabled_optimizers": disabled,
+        }
+        if tokenizer is not None:
+            request |= {"tokenizer": str(tokenizer.path), "tokenizer_spec": tokenizer.spec.to_dict()}
+        answer = self._ask(request)
         if answer["torch"]:
             raise RuntimeError("the in-process baseline's worker imported torch")
 
@@ -78,9 +85,12 @@ class InProcess:
 
     def measure(self, inputs: dict[str, np.ndarray], plan: Plan, *, concurrency: int = 1) -> LoadStats:
         request = {"op": "measure", "inputs": self._write(inputs), "concurrency": concurrency}
-        window = {"window_s": plan.window_s, "warmup_s": plan.warmup_s, "max_requests": plan.max_requests}
-        answer = self._ask({**request, **window})
-        return LoadStats(**answer["stats"])
+        return LoadStats(**self._ask(request | _window(plan))["stats"])
+
+    def measure_texts(self, texts: list[str], plan: Plan, *, concurrency: int = 1) -> LoadStats:
+        """Tokenize `texts` and run them, per request (a worker opened with a tokenizer)."""
+        request = {"op": "measure", "texts": texts, "concurrency": concurrency}
+        return LoadStats(**self._ask(request | _window(plan))["stats"])
 
     def close(self) -> None:
         if self._worker.stdin is not None:
@@ -93,6 +103,10 @@ class InProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _window(plan: Plan) -> dict[str, float]:
+    return {"window_s": plan.window_s, "warmup_s": plan.warmup_s, "max_requests": plan.max_requests}
 
 
 STANDALONE = """

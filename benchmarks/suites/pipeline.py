@@ -71,7 +71,7 @@ def run(ws: Workspace) -> list[Row]:
         by_concurrency: dict[int, LoadStats] = {}
         for concurrency in CONCURRENCIES:
             ws.log(f"pipeline: {pipeline} c{concurrency}")
-            before = _statistics(server, (pipeline, preprocess, model)) if concurrency == 1 else {}
+            before = statistics(server, (pipeline, preprocess, model)) if concurrency == 1 else {}
             stats = served(server, PROTOCOL, pipeline, encoded, outputs, plan, concurrency=concurrency)
             by_concurrency[concurrency] = stats
             rows.append(
@@ -80,9 +80,9 @@ def run(ws: Workspace) -> list[Row]:
                     "img/s", latency_notes(stats), {"served": stats.to_dict(), "inprocess": base.to_dict()})
             )  # fmt: skip
             if concurrency == 1:
-                after = _statistics(server, (pipeline, preprocess, model))
+                after = statistics(server, (pipeline, preprocess, model))
                 case = f"{key} pipeline c1: where a request's time goes"
-                rows.append(_where_time_goes(case, stats, before, after, pipeline, (preprocess, model)))
+                rows.append(where_time_goes(SUITE, case, stats, before, after, pipeline, (preprocess, model)))
         ws.log(f"pipeline: client-side preprocessing + tensor request, {model} c4")
         client_side = run_load(
             lambda: _client_side(server.grpc_url, model, input_name, jpeg, spec),
@@ -122,7 +122,7 @@ def _client_side(url: str, model: str, input_name: str, jpeg: bytes, spec: Any) 
     return send
 
 
-def _statistics(server: TritonServer, models: tuple[str, ...]) -> dict[str, dict[str, float]]:
+def statistics(server: TritonServer, models: tuple[str, ...]) -> dict[str, dict[str, float]]:
     """Cumulative count and nanoseconds per phase, per model, from Triton's statistics extension."""
     import tritonclient.grpc as grpcclient
 
@@ -142,7 +142,9 @@ def _statistics(server: TritonServer, models: tuple[str, ...]) -> dict[str, dict
 PHASES = ("success", "queue", "compute_input", "compute_infer", "compute_output")
 
 
-def _where_time_goes(case: str, client: LoadStats, before: dict, after: dict, top: str, steps: tuple[str, ...]) -> Row:
+def where_time_goes(
+    suite: str, case: str, client: LoadStats, before: dict, after: dict, top: str, steps: tuple[str, ...]
+) -> Row:
     """Per request at concurrency 1: the client's mean latency split into the server's time for `top` (the model
     the client called) and the rest (client encoding, transport, response decoding), and the server's time into
     queue and compute per model of `steps` (the ensemble's own share is what remains)."""
@@ -161,7 +163,7 @@ def _where_time_goes(case: str, client: LoadStats, before: dict, after: dict, to
     notes = "ms per request: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
     outside = ratio(client_ms - server_ms, client_ms)
     data = {"per_model": per, "parts_ms": parts}
-    return Row(SUITE, case, outside, "share of latency outside the server", client_ms, server_ms, "ms", notes, data)
+    return Row(suite, case, outside, "share of latency outside the server", client_ms, server_ms, "ms", notes, data)
 
 
 def _small_model_overhead(ws: Workspace) -> Row:
@@ -173,7 +175,9 @@ def _small_model_overhead(ws: Workspace) -> Row:
     outputs = reference_outputs(ws.export(key).artifact_path("onnx"), inputs)
     with TritonServer(repo) as server:
         ws.log(f"pipeline: {model} b1 c1, per-request breakdown")
-        before = _statistics(server, (model,))
+        before = statistics(server, (model,))
         stats = served(server, PROTOCOL, model, inputs, outputs, ws.plan)
-        after = _statistics(server, (model,))
-    return _where_time_goes(f"{key} onnx b1 c1: where a request's time goes", stats, before, after, model, (model,))
+        after = statistics(server, (model,))
+    return where_time_goes(
+        SUITE, f"{key} onnx b1 c1: where a request's time goes", stats, before, after, model, (model,)
+    )

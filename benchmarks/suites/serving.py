@@ -50,7 +50,7 @@ def run(ws: Workspace) -> list[Row]:
     with TritonServer(repo) as server:
         for key in plan.serving_models:
             rows += _model_rows(ws, server, key, names[key], loads, peers)
-            rows += [_no_peer_row(key, peer, why) for peer, why in missing.items() if why is not None]
+            rows += [_no_peerpoint_row(key, peer, why) for peer, why in missing.items() if why is not None]
         rows.append(_cross_check(ws, server, names[plan.main_model], loads))
     return rows
 
@@ -76,7 +76,7 @@ def _model_rows(
             try:
                 started.append((peer, stack.enter_context(peer.start(path, threads))))
             except RuntimeError as exc:  # a peer that cannot start gets a row saying so; the suite goes on
-                rows.append(_no_peer_row(key, peer, str(exc)))
+                rows.append(_no_peerpoint_row(key, peer, str(exc)))
         for batch in plan.batches:
             inputs = sample_inputs(ws.export(key), batch)
             outputs = inprocess.outputs(inputs)
@@ -87,7 +87,7 @@ def _model_rows(
                     served, server, protocol, model, inputs, outputs, point_plan, concurrency=concurrency
                 )
                 point = interleaved(send, baseline, plan.repetition)
-                rows.append(_row(f"{key} onnx b{batch} c{concurrency} {protocol}", point, plan, threads=threads))
+                rows.append(point_row(f"{key} onnx b{batch} c{concurrency} {protocol}", point, plan, threads=threads))
             at = BatchPoint(key, batch, inputs, outputs, baseline)
             for peer, process in started:
                 rows += _peer_rows(ws, peer, process, at, loads)
@@ -99,11 +99,11 @@ def _model_rows(
                 if abs(check.ratio - 1) > BASELINE_TOLERANCE:
                     flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
                 case = f"{key} onnx b{batch} c1 in-process baseline"
-                rows.append(_row(case, check, plan, STANDALONE_RATIO, flags=flags, threads=threads))
+                rows.append(point_row(case, check, plan, STANDALONE_RATIO, flags=flags, threads=threads))
     return rows
 
 
-def _row(
+def point_row(
     case: str,
     point: RepeatedPoint,
     plan: Plan,
@@ -111,29 +111,31 @@ def _row(
     *,
     flags: list[str] | None = None,
     threads: int | None = None,
+    suite: str = SUITE,
+    unit: str = "inf/s",
 ) -> Row:
     """A row of a served / in-process point (`flags`: its own, for rows that compare something else; `threads`:
-    the model's serving_threads, said in the notes)."""
+    the model's serving_threads, said in the notes; `suite` and `unit` for another suite's point)."""
     notes = f"{point.describe()}; {latency_notes(point.median_served)}"
     if threads is not None:
         notes += f"; {threads} intra-op thread(s) on every side"
     if plan.quick:
         notes += "; --quick: indicative"
     return Row(
-        SUITE,
+        suite,
         case,
         point.ratio,
         ratio_of,
         point.served_throughput,
         point.baseline_throughput,
-        "inf/s",
+        unit,
         notes,
         point.to_dict(),
         point.flags() if flags is None else flags,
     )
 
 
-def _no_peer_row(key: str, peer: Peer, why: str) -> Row:
+def _no_peerpoint_row(key: str, peer: Peer, why: str) -> Row:
     return Row(SUITE, f"{key} onnx {peer.label}", None, "modelship / peer", None, None, "", why)
 
 
@@ -175,12 +177,12 @@ def _peer_rows(
         ours = loads.get((at.key, at.batch, concurrency, "grpc"))
         try:
             point = interleaved(load, at.baseline, plan.repetition)
-            rows.append(_row(label, point, plan, threads=threads))
+            rows.append(point_row(label, point, plan, threads=threads))
             if ours is not None:
                 ws.log(f"serving: modelship gRPC vs {peer.label} {at.key} batch {at.batch} concurrency {concurrency}")
                 direct = interleaved(ours, load, plan.repetition)
                 ratio_of = "modelship gRPC / peer throughput (direct pairs)"
-                rows.append(_row(f"{case} grpc vs {peer.label}", direct, plan, ratio_of, flags=direct.unstable()))
+                rows.append(point_row(f"{case} grpc vs {peer.label}", direct, plan, ratio_of, flags=direct.unstable()))
         except (RuntimeError, OSError) as exc:  # the peer failed: its row says why, the suite goes on
             why = f"the peer failed: {exc}; its log: {process.last_error()}"
             rows.append(Row(SUITE, label, None, "served / in-process throughput", None, None, "inf/s", why))
