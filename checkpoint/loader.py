@@ -178,6 +178,7 @@ def _load_text_model(
 
     report.arch, report.arch_source = folder.arch, "flag" if options.arch else "config.json"
     report.arch_detail = f"{folder.architecture} from {folder.root / 'config.json'}, exported for {folder.task}"
+    report.notes.append(f"weights read from {folder.weights}")
     model = build_text_model(folder)
     own = set(model.state_dict())
     stale = [k for k in state_dict if k.endswith("position_ids") and strip_all_wrappers(k) not in own]

@@ -5,7 +5,8 @@ function turns (reference array, candidate array, tolerance) into an `OutputResu
 the input sets, and says what a missing output scores. Built in:
 
 - `logits`: element-wise tolerance, cosine floor, and top-1 / top-k agreement for classifier-shaped outputs;
-- `tensor`: element-wise tolerance and cosine floor only (features, any other float tensor).
+- `tensor`: element-wise tolerance and cosine floor only (features, any other float tensor);
+- `token_logits`: class scores per token ([batch, sequence, classes]): `logits` over every token's row.
 
 A new kind (masks by agreement, boxes matched one to one, embeddings by similarity) is one module that calls
 `register_compare` and registers its result type (`contract.parity_report.register_result`).
@@ -13,6 +14,7 @@ A new kind (masks by agreement, boxes matched one to one, embeddings by similari
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,5 +76,25 @@ register_compare(
         functools.partial(metrics.compare_arrays, topk=False),
         metrics.aggregate,
         functools.partial(metrics.unmatched, topk=False),
+    )
+)
+
+
+def compare_token_logits(name: str, reference: np.ndarray, candidate: np.ndarray, tolerance: Tolerance) -> OutputResult:
+    """`logits` with one row per token: top-1 / top-k agreement is over every (text, token) position."""
+    ref, cand = np.asarray(reference), np.asarray(candidate)
+    if ref.shape != cand.shape or ref.ndim != 3:
+        return metrics.unmatched(name, ref, f"shape {cand.shape} differs from reference {ref.shape}")
+    rows = metrics.compare_arrays(name, ref.reshape(-1, ref.shape[-1]), cand.reshape(-1, cand.shape[-1]), tolerance)
+    return dataclasses.replace(rows, shape=tuple(ref.shape))
+
+
+register_compare(
+    CompareFunction(
+        "token_logits",
+        "logits per token: element-wise tolerance, cosine, and top-1 / top-k agreement over every token",
+        compare_token_logits,
+        metrics.aggregate,
+        metrics.unmatched,
     )
 )

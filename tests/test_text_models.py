@@ -203,3 +203,29 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
         assert [r["candidate"] for r in reports] == ["onnx", "onnx_fp16", f"triton:{name}_pipeline"], name
         served = reports[-1]
         assert served["passed"] and [row["label"] for row in served["per_batch"]] == ["text 1 alone", "texts 1-4"]
+
+
+def test_torchscript_says_why_it_cannot_script_and_traces_when_asked(folders: dict[str, Path], tmp_path: Path) -> None:
+    """transformers models do not script (they hold their config); the one-line error names the construct and
+    --trace, which traces them, judged at every batch size, sequence length and padding."""
+    args = ["export", folders["sentiment"], "--torchscript", "--out", tmp_path / "out"]
+    payload = expect_failure(args, names=["torch.jit.script failed", "--trace"], untouched=[folders["sentiment"]])
+    assert "BertConfig" in payload["error"], payload["error"]
+    traced = invoke("export", folders["entities"], "--torchscript", "--trace", "--out", tmp_path / "out", "--json")
+    assert traced.exit_code == 0, traced.output
+    (artifact,) = json.loads(traced.stdout)["artifacts"]
+    assert artifact["parity"]["passed"] and artifact["parity"]["outputs"][0]["top1_agreement"] == 1.0
+
+
+def test_pytorch_model_bin_weights_load_as_safetensors_do(folders: dict[str, Path], tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    folder = shutil.copytree(folders["sentiment"], tmp_path / "bin")
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    result = invoke("inspect", folder, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["format"] == "torch" and report["ok"], report
+    assert f"weights read from {folder / 'pytorch_model.bin'}" in report["notes"], report["notes"]

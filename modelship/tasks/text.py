@@ -2,8 +2,8 @@
 
 - `text-classification`: class scores per text ([batch, labels]), judged as logits (tolerance, top-1 / top-k);
   served with its labels (config.json's id2label);
-- `token-classification`: class scores per token ([batch, sequence, labels]), judged as logits; served with its
-  labels;
+- `token-classification`: class scores per token ([batch, sequence, labels]), judged as logits with top-1 / top-k
+  over every token (`token_logits`); served with its labels;
 - `sentence-embedding`: one vector per text ([batch, dim], pooled and normalised inside the graph), judged by
   similarity (per-row cosine) and element-wise tolerance.
 """
@@ -45,8 +45,8 @@ TEXT_CLASSIFICATION = register_task(
 TOKEN_CLASSIFICATION = register_task(
     Task(
         name="token-classification",
-        description="class scores per token, compared as logits by tolerance and top-k",
-        output_kind=lambda spec: "logits",
+        description="class scores per token, compared as logits by tolerance and top-k over every token",
+        output_kind=lambda spec: "token_logits",
         claims=_claims("logits", 3),
         preprocessing="text",
         labels=True,
