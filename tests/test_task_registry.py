@@ -211,6 +211,6 @@ def test_publish_writes_no_labels_and_no_image_pipeline_for_it(exported: Path, t
     assert result.exit_code == 0, result.output
     payload = json.loads(result.output)
     assert not list((tmp_path / "repo").rglob("labels.txt"))
-    assert any("takes no image preprocessing" in note for note in payload.get("notes", [])), payload
+    assert any("takes no preprocessing" in note for note in payload.get("notes", [])), payload
     refused = invoke("publish", exported, "--repo", tmp_path / "other", "--labels", exported / "manifest.json")
     assert refused.exit_code != 0 and "has no class labels" in refused.output
