@@ -58,10 +58,8 @@ class DetectorTensors(nn.Module):
             found = self.detector(images)
         rows = self.max_detections
         padded: dict[str, list[Tensor]] = {}
-        num: list[int] = []
         for detections in found:  # padded by concatenation: an empty answer must export (no slice assignment)
             count = detections["boxes"].shape[0]
-            num.append(count)
             for key, value in detections.items():
                 shape = [rows - count] + list(value.shape[1:])  # noqa: RUF005 (TorchScript has no list unpacking)
                 padding = torch.full(shape, -1 if key == "labels" else 0, dtype=value.dtype, device=value.device)
@@ -74,5 +72,7 @@ class DetectorTensors(nn.Module):
         for key in keys:
             stacked = torch.stack(padded[key])  # reshaped to the row count: the exported graph then declares it
             answer[key] = stacked.reshape([len(found), rows] + list(stacked.shape[2:]))  # noqa: RUF005
-        answer["num"] = torch.tensor(num, dtype=torch.int64, device=image.device)
+        # counted from the answer itself (labels are padded with -1): a count built from Python ints would be
+        # recorded as a constant by the ONNX exporter's trace
+        answer["num"] = (answer["labels"] >= 0).sum(dim=1)
         return answer

@@ -2,7 +2,9 @@
 
 ONNX conversion uses `onnxruntime.transformers.float16` followed by a topological sort: onnxconverter-common's
 converter writes graphs ONNX Runtime refuses to load for Swin and legacy-exported ViTs, and the raw output of
-ONNX Runtime's converter is not topologically sorted (docs/export.md). Precision-sensitive ops are converted too at
+ONNX Runtime's converter is not topologically sorted (docs/export.md). It also writes the Casts around a blocked
+node inside an If/Loop body (a detector's NonMaxSuppression) into the main graph; they are moved into the body, and
+the sort counts what a body reads from outside. Precision-sensitive ops are converted too at
 first; if parity fails, the pipeline retries with the widening block lists of FP16_ATTEMPTS, keeping those ops in
 fp32, and records which were kept and why.
 """
@@ -44,7 +46,6 @@ def convert_onnx_fp16(
     """A float16 copy of `proto` (float32 I/O kept when `keep_io_types`); `op_block_list` ops and the nodes named
     in `node_block_list` stay float32, on top of ONNX Runtime's default block list (ops without fp16 kernels)."""
     from onnxruntime.transformers import float16
-    from onnxruntime.transformers.onnx_model import OnnxModel
 
     blocked = sorted({*unsupported_ops(), *op_block_list})
     source = copy.deepcopy(proto)
@@ -58,15 +59,15 @@ def convert_onnx_fp16(
         )
         _drop_round_trips(converted)
         _drop_repeated_nodes(converted)
-        model = OnnxModel(converted)
-        model.topological_sort()
+        _home_stray_nodes(converted.graph)
+        _sort_graph(converted.graph)
     except Exception as exc:  # the converter asserts and raises ValueError/KeyError on graphs it cannot handle
         raise ExportError(
             f"fp16 conversion failed: {type(exc).__name__}: {exc}",
             hint="export without --fp16, or report the model",
             details={"step": "fp16_convert"},
         ) from exc
-    return model.model
+    return converted
 
 
 def _drop_repeated_nodes(proto: onnx.ModelProto) -> None:
@@ -83,6 +84,82 @@ def _drop_repeated_nodes(proto: onnx.ModelProto) -> None:
         kept.append(node)
     del proto.graph.node[:]
     proto.graph.node.extend(kept)
+
+
+def _home_stray_nodes(graph: onnx.GraphProto) -> None:
+    """Move each node that reads a value only an If/Loop body produces into that body: ONNX Runtime's converter
+    writes the Casts around a blocked node of a subgraph (a detector's NonMaxSuppression) into the main graph, which
+    then reads values it cannot see ("Graph is not a DAG")."""
+    available = {v.name for v in (*graph.input, *graph.initializer)} | {o for n in graph.node for o in n.output}
+    for node in list(graph.node):
+        stray = next((name for name in node.input if name and name not in available), None)
+        home = _producing_subgraph(graph, stray) if stray else None
+        if home is not None:
+            graph.node.remove(node)
+            home.node.append(node)
+
+
+def _producing_subgraph(graph: onnx.GraphProto, name: str) -> onnx.GraphProto | None:
+    """The subgraph of `graph` (at any depth) one of whose nodes writes `name`."""
+    for node in graph.node:
+        for attribute in node.attribute:
+            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
+                if any(name in inner.output for inner in subgraph.node):
+                    return subgraph
+                found = _producing_subgraph(subgraph, name)
+                if found is not None:
+                    return found
+    return None
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [g for a in node.attribute for g in (*([a.g] if a.HasField("g") else []), *a.graphs)]
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """The values `node` reads: its inputs and what its If/Loop bodies read from outside themselves."""
+    names = set(node.input)
+    for subgraph in _subgraphs(node):
+        inner = {v.name for v in (*subgraph.input, *subgraph.initializer)}
+        inner |= {o for n in subgraph.node for o in n.output}
+        names |= {name for n in subgraph.node for name in _reads(n) if name not in inner}
+        names |= {o.name for o in subgraph.output if o.name not in inner}
+    return names
+
+
+def _sort_graph(graph: onnx.GraphProto) -> None:
+    """Topologically sort `graph` and every body inside it: a node comes after the producers of everything it reads,
+    its bodies' reads from outside included (ONNX Runtime's own sort misses those and puts an If before them)."""
+    for node in graph.node:
+        for subgraph in _subgraphs(node):
+            _sort_graph(subgraph)
+    _sort_nodes(graph)
+
+
+def _sort_nodes(graph: onnx.GraphProto) -> None:
+    """Order `graph`'s nodes so that each comes after the nodes of the same graph whose outputs it reads (values
+    from outside, the body's inputs and initializers need no producer here); an order that is already right stays."""
+    producer = {output: index for index, node in enumerate(graph.node) for output in node.output}
+    reads = [_reads(node) for node in graph.node]
+    order: list[int] = []
+    placed: set[int] = set()
+    entered: set[int] = set()  # a node seen again before it is placed is on a cycle: left where the walk put it
+    for start in range(len(graph.node)):
+        stack = [(start, False)]
+        while stack:
+            index, ready = stack.pop()
+            if index in placed or (index in entered and not ready):
+                continue
+            if ready:
+                placed.add(index)
+                order.append(index)
+                continue
+            entered.add(index)
+            stack.append((index, True))
+            stack += [(producer[name], False) for name in sorted(reads[index]) if producer.get(name, index) != index]
+    nodes = [graph.node[i] for i in order]
+    del graph.node[:]
+    graph.node.extend(nodes)
 
 
 def _drop_round_trips(proto: onnx.ModelProto) -> None:

@@ -84,6 +84,44 @@ def test_every_artifact_is_judged_by_matching_many_boxes(exported: tuple[Path, d
         assert sizes == {1, 7}, sizes
 
 
+def test_the_detection_count_follows_each_image_in_every_format(tmp_path: Path) -> None:
+    """`num` is counted from the answer in every artifact: an image with nothing above the score threshold answers
+    0 and a busy one its own count (a count built from Python ints became a constant of the ONNX graph)."""
+    import onnxruntime as ort
+
+    checkpoint = detector_checkpoint(tmp_path, "ssdlite320_mobilenet_v3_large")
+    kwargs = json.dumps({"num_classes": CLASSES, "score_thresh": 0.3})
+    args = ("--arch", "ssdlite320_mobilenet_v3_large", "--arch-kwargs", kwargs, "--out", tmp_path / "exports")
+    result = offline(*EXPORT_MODEL, checkpoint, *args, "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    folder = tmp_path / "exports" / "ssdlite320_mobilenet_v3_large"
+    images = [np.zeros((1, 3, 320, 320), np.float32), preprocess_images(PHOTOS[:1], PreprocessSpec(resize=None,
+              crop=None, mean=(0, 0, 0), std=(1, 1, 1)))]  # fmt: skip
+    session = ort.InferenceSession(str(folder / "model.onnx"), providers=["CPUExecutionProvider"])
+    scripted = torch.jit.load(str(folder / "model.pt"))
+    counts = []
+    for image in images:
+        onnx = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"image": image}), strict=True))
+        script = scripted(torch.from_numpy(image))
+        assert onnx["num"].tolist() == [int((onnx["labels"] >= 0).sum())] == script["num"].tolist()
+        counts.append(int(onnx["num"][0]))
+    assert counts[0] == 0 and counts[1] > 0, counts
+
+
+def test_an_fp16_detector_that_moves_its_boxes_fails_naming_them(tmp_path: Path) -> None:
+    """ONNX fp16 of a detector converts (the converter's Casts around NonMaxSuppression inside an If body are moved
+    into it) and is judged as detections: this random-weight SSDlite's boxes move in fp16, and the one-line error
+    says by how much; nothing is written."""
+    checkpoint = detector_checkpoint(tmp_path, "ssdlite320_mobilenet_v3_large")
+    result = offline(
+        *EXPORT_MODEL, checkpoint, "--onnx", "--fp16", "--out", tmp_path / "exports", "--json", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    error = json.loads(result.stdout)["error"]
+    assert "onnx_fp16" in error and "matched boxes move by up to" in error and "\n" not in error, error
+    assert not (tmp_path / "exports").exists() or not any((tmp_path / "exports").iterdir())
+
+
 def test_twin_detectors_are_refused_by_name(tmp_path: Path) -> None:
     from tests.cli_contract import invoke
 
