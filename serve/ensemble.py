@@ -13,7 +13,7 @@ Java service, a browser upload) sends image bytes and gets the model's outputs, 
     <repo>/<name>_pipeline/labels.txt           so the classification extension works on the pipeline
     <repo>/<name>_pipeline/<N>/modelship.json   what it chains (an ensemble has no files; this keeps the folder)
 
-Stock Triton images have numpy but not Pillow in the Python backend: `STOCK_DOCKERFILE` is what an operator adds.
+Stock Triton images have numpy but not Pillow in the Python backend: `serve.stock_image` says what an operator adds.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from tritonclient.grpc import model_config_pb2 as mc
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import TensorSpec
 from modelship.contract.manifest import DEFAULT_TASK, Artifact
-from modelship.contract.opsets import runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.preprocess.postprocess import mask_dtype
 from modelship.serve.triton_config import (
@@ -69,8 +68,6 @@ VENDORED = (
     "modelship.preprocess.builders",
     "modelship.preprocess.postprocess",
 )
-PILLOW = "pillow>=10"
-STOCK_DOCKERFILE = f"FROM {runtime_target().image}\nRUN pip install --no-cache-dir '{PILLOW}'\n"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ UTF-8 texts and gets logits or embeddings, with no tokenizer of its own.
     <repo>/<name>_pipeline/config.pbtxt          platform "ensemble"; TEXT -> the artifact's outputs, own names
     <repo>/<name>_pipeline/labels.txt            a text classifier's labels (the classification extension)
 
-Stock Triton images have numpy but not `tokenizers` in the Python backend: `TEXT_STOCK_DOCKERFILE` is what an
+Stock Triton images have numpy but not `tokenizers` in the Python backend: `serve.stock_image` says what an
 operator adds.
 """
 
@@ -23,7 +23,6 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Artifact
-from modelship.contract.opsets import runtime_target
 from modelship.contract.text import TokenizerSpec
 from modelship.serve.ensemble import PIPELINE_SUFFIX, ensemble_config, on_cpu, stage_python_model
 from modelship.serve.triton_config import ServingOptions, triton_names
@@ -38,8 +37,6 @@ TEXT_VENDORED = (  # what model.py imports: numpy and tokenizers only (modelship
     "modelship.contract.text",
     "modelship.preprocess.text",
 )
-TOKENIZERS = "tokenizers>=0.20"
-TEXT_STOCK_DOCKERFILE = f"FROM {runtime_target().image}\nRUN pip install --no-cache-dir '{TOKENIZERS}'\n"
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,12 @@ def test_bad_serving_options_are_refused(kwargs: dict, message: str) -> None:
 def test_parse_config_rejects_malformed_text() -> None:
     with pytest.raises(PublishError, match="not a valid Triton model config"):
         parse_config('name: "m"\nmax_batch_sise: 4\n')
+
+
+def test_the_stock_dockerfile_adds_what_the_python_models_import() -> None:
+    from modelship.serve.stock_image import stock_dockerfile
+
+    assert stock_dockerfile(["m_onnx", "m_postprocess"]) is None
+    both = stock_dockerfile(["a_preprocess", "a_pipeline", "b_tokenize", "b_pipeline"])
+    assert both is not None and both.splitlines()[0].startswith("FROM nvcr.io/nvidia/tritonserver:")
+    assert both.splitlines()[1] == "RUN pip install --no-cache-dir 'pillow>=10' 'tokenizers>=0.20'"

@@ -10,9 +10,8 @@ from rich.table import Table
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
 from modelship.cli.server_flags import repo_option
-from modelship.serve.ensemble import STOCK_DOCKERFILE
 from modelship.serve.publish import AUTO_PIPELINE, PublishOptions, publish_to
-from modelship.serve.text_pipeline import TEXT_STOCK_DOCKERFILE
+from modelship.serve.stock_image import missing_packages, stock_dockerfile
 from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
@@ -122,8 +121,8 @@ def publish_command(
     make_console().print(table)
     for note in result.notes:
         click.echo(f"note: {note}")
-    if any(model.artifact == "preprocess" for model in result.models):
-        click.echo(f"stock Triton needs Pillow for the preprocess model; build the image with:\n{STOCK_DOCKERFILE}")
-    if any(model.artifact == "tokenize" for model in result.models):
-        click.echo(f"stock Triton needs tokenizers for the tokenize model; build the image:\n{TEXT_STOCK_DOCKERFILE}")
+    dockerfile = stock_dockerfile(result.names)
+    if dockerfile:
+        needs = " and ".join(missing_packages(result.names))
+        click.echo(f"stock Triton lacks {needs} for these Python-backend models; build the image with:\n{dockerfile}")
     click.echo(f"serve it: modelship serve --repo {result.repo}")

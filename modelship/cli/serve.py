@@ -16,11 +16,11 @@ from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.server_flags import repo_option
 from modelship.contract.errors import ServeError, UsageError
 from modelship.serve import repository
-from modelship.serve.ensemble import PREPROCESS_SUFFIX, STOCK_DOCKERFILE
 from modelship.serve.object_store import is_object_store
 from modelship.serve.ports import is_loopback
 from modelship.serve.restricted_api import API_KEY_HEADER
 from modelship.serve.server import TritonServer, production_command
+from modelship.serve.stock_image import missing_packages, stock_dockerfile
 from modelship.serve.supervisor import Supervisor
 
 
@@ -200,13 +200,8 @@ def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> di
         ),
         "log_file": None if server.verbose else str(server.log_file),
         "production_command": production_command(server.repo, flags.http_port, flags.grpc_port, flags.metrics_port),
-        "stock_dockerfile": STOCK_DOCKERFILE if _has_preprocess_models(loaded) else None,
+        "stock_dockerfile": stock_dockerfile(m["name"] for m in loaded),
     }
-
-
-def _has_preprocess_models(models: list[dict]) -> bool:
-    """Whether the repository holds Python-backend preprocess models (they need Pillow in the stock image)."""
-    return any(m["name"].endswith(PREPROCESS_SUFFIX) for m in models)
 
 
 def _log_reason(server: TritonServer, name: str) -> str:
@@ -237,7 +232,8 @@ def _print_summary(summary: dict) -> None:
     click.echo("Production equivalent (GPU host, stock container with native backends):")
     click.echo(f"  {summary['production_command']}")
     if summary["stock_dockerfile"]:
-        click.echo("  the *_preprocess models need Pillow, which the stock image lacks: build FROM this Dockerfile")
+        needs = " and ".join(missing_packages(m["name"] for m in summary["models"]))
+        click.echo(f"  the Python-backend models need {needs}, which the stock image lacks: build FROM this Dockerfile")
         for line in summary["stock_dockerfile"].splitlines():
             click.echo(f"    {line}")
     click.echo("Ctrl-C to stop.")
