@@ -63,10 +63,6 @@ class TextTokenizer:
             arrays["token_type_ids"][row, :size] = encoding.type_ids
         return {name: arrays[name] for name in self.spec.inputs}
 
-    def tokens(self, text: str) -> list[str]:
-        """The tokens of one text (what `modelship infer` shows beside per-token answers)."""
-        return self._tokenizer.encode(text).tokens
-
 
 def decode_texts(values: Sequence[bytes | str]) -> list[str]:
     """Texts as they arrive in a request (Triton BYTES elements): UTF-8 decoded, a one-line error otherwise."""
