@@ -19,10 +19,22 @@ SUITES: dict[str, str] = {
     "growth": "export, parity and serving cost vs model size and batch size",
     "pipeline": "encoded JPEG in, logits out: server-side preprocessing vs the same work in-process",
     "fleet": "rollout time from S3 vs a folder for 1 and 3 servers; 2 servers round robin vs 1",
+    "vision": "a photo in, the class mask or the boxes out: segmentation and detection pipelines vs in-process",
     "text": "a text in, an embedding out: server-side tokenization vs the same work in-process (MiniLM)",
     "tuning": "opt-in: ORT threads/optimisation, instances, queue delay, encoding",
 }
-DEFAULT_SUITES = ("export", "serving", "batching", "transport", "startup", "growth", "pipeline", "fleet", "text")
+DEFAULT_SUITES = (
+    "export",
+    "serving",
+    "batching",
+    "transport",
+    "startup",
+    "growth",
+    "pipeline",
+    "fleet",
+    "vision",
+    "text",
+)
 
 
 def suite(name: str) -> Callable[[Workspace], list[Row]]:
