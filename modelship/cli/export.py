@@ -187,7 +187,8 @@ def export_command(
     load: LoadOptions, flags: ExportFlags, tolerances: ToleranceOverrides, publish: str | None, as_json: bool
 ) -> None:
     """Export CKPT to TorchScript and/or ONNX (fp32, optionally fp16) and prove each artifact matches eager
-    PyTorch on seeded inputs at two batch sizes.
+    PyTorch on seeded inputs at two batch sizes. CKPT is a checkpoint file, or a Hugging Face folder
+    (save_pretrained or sentence-transformers; its tokenizer.json is exported with it).
 
     \b
     Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, manifest.json (provenance, I/O,
@@ -198,6 +199,7 @@ def export_command(
     Examples:
       export-model ckpt.pt --onnx --fp16
       export-model ckpt.pt --arch resnet50 --torchscript --trace
+      export-model ./my-classifier --onnx --fp16
       export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
           --input attention_mask:batch,sequence:int64:0..2
     """

@@ -19,9 +19,10 @@ _OPTIONS = [
     click.option(
         "--arch",
         metavar="NAME",
-        help="Architecture to rebuild: a torchvision name (resnet50), timm/NAME (timm/vit_tiny_patch16_224) or "
-        "package.module:Factory (class or function; the current folder is importable). Default: from the "
-        "checkpoint's metadata, its <CKPT>.json sidecar, else recognised from key names and shapes.",
+        help="Architecture to rebuild: a torchvision name (resnet50), timm/NAME (timm/vit_tiny_patch16_224), "
+        "transformers/CLASS for a Hugging Face folder, or package.module:Factory (class or function; the current "
+        "folder is importable). Default: from the checkpoint's metadata, its <CKPT>.json sidecar, a folder's "
+        "config.json, else recognised from key names and shapes.",
     ),
     click.option(
         "--arch-kwargs",
