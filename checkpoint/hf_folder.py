@@ -55,6 +55,11 @@ class HFFolder:
     def arch(self) -> str:
         return ARCH_PREFIX + self.architecture
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The model's text inputs: the tokenizer's, else token ids and the mask."""
+        return self.tokenizer_spec.inputs if self.tokenizer_spec else ("input_ids", "attention_mask")
+
 
 def is_hf_checkpoint(path: Path) -> bool:
     """A folder with config.json or modules.json, or a weights file with a transformers config.json beside it."""

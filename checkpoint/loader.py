@@ -188,8 +188,9 @@ def _load_text_model(
     _copy_weights(model, _align(state_dict, model, key_map, options, report, folder.weights))
     wrapped = wrap_text_model(model, folder)
     report.ok = True
-    inputs = ", ".join(folder.tokenizer_spec.inputs) if folder.tokenizer_spec else "input_ids, attention_mask"
-    report.notes.append(f"text model: {inputs} in; {'embedding' if wrapped.embedding else 'logits'} out")
+    report.notes.append(
+        f"text model: {', '.join(folder.inputs)} in; {'embedding' if wrapped.embedding else 'logits'} out"
+    )
     if folder.tokenizer is None:
         report.notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
     metadata = {"io": text_io(folder, model).to_dict(), "task": folder.task}

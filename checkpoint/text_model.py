@@ -9,8 +9,6 @@ the graph).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
@@ -51,8 +49,7 @@ def text_io(folder: HFFolder, model: nn.Module) -> IOSpec:
         "attention_mask": (0, 2),  # the test-input generator's mask: real first token, random holes after
         "token_type_ids": (0, max(1, getattr(config, "type_vocab_size", 1))),
     }
-    names = folder.tokenizer_spec.inputs if folder.tokenizer_spec else ("input_ids", "attention_mask")
-    return IOSpec(tuple(TensorSpec(n, (BATCH, SEQUENCE), "int64", ranges[n]) for n in names))
+    return IOSpec(tuple(TensorSpec(n, (BATCH, SEQUENCE), "int64", ranges[n]) for n in folder.inputs))
 
 
 class TextTensors(nn.Module):
@@ -96,6 +93,5 @@ class TextTensorsWithTypes(TextTensors):
 
 def wrap_text_model(model: nn.Module, folder: HFFolder) -> TextTensors:
     """The model behind the tensor interface its tokenizer feeds."""
-    inputs: Any = folder.tokenizer_spec.inputs if folder.tokenizer_spec else ()
-    wrapper = TextTensorsWithTypes if "token_type_ids" in inputs else TextTensors
+    wrapper = TextTensorsWithTypes if "token_type_ids" in folder.inputs else TextTensors
     return wrapper(model, folder.task, folder.pooling).eval()

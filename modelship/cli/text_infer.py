@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from modelship.contract.errors import ClientError, UsageError
+from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
+from modelship.parity.text_sets import read_text_file
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo
 from modelship.serve.text_pipeline import TEXT
@@ -41,14 +42,8 @@ class TextAnswers:
 
 
 def read_texts(texts: tuple[str, ...], file: Path | None) -> list[str]:
-    """--text values, then the lines of --texts FILE (one text per line, empty lines skipped)."""
-    found = list(texts)
-    if file is not None:
-        try:
-            found += [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"--texts {file}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    return found
+    """--text values, then the lines of --texts FILE (parity's reader: one text per line, empty lines skipped)."""
+    return list(texts) + (read_text_file(file) if file is not None else [])
 
 
 def ask_texts(client: TritonClient, info: ModelInfo, texts: list[str], k: int) -> TextAnswers:
