@@ -36,19 +36,17 @@ class TextSets:
 def text_input_sets(source: TokenizerSource, batch_sizes: Sequence[int]) -> TextSets:
     tokenizer = TextTokenizer(source.path, source.spec)
     corpus = sentences()
-    inputs, labels, start = [], [], 0
+    batches, start = [], 0
     for size in batch_sizes:
-        texts = [corpus[(start + i) % len(corpus)] for i in range(size)]
+        batches.append([corpus[(start + i) % len(corpus)] for i in range(size)])
         start += size
-        inputs.append(tokenizer.encode(texts))
-        labels.append(f"{size} texts")
+    inputs = [tokenizer.encode(texts) for texts in batches]
+    labels = [f"{len(texts)} texts" for texts in batches]
     inputs.append(tokenizer.encode(corpus))
     labels.append(f"all {len(corpus)} texts (the longest truncated to {source.spec.max_length} tokens)")
-    base = int(np.argmax([len(s["input_ids"]) * s["input_ids"].shape[1] for s in inputs[:-1]]))
-    width = inputs[base]["input_ids"].shape[1]
-    longer = min(width + PAD_EXTRA, source.spec.max_length)
-    texts = [corpus[(sum(batch_sizes[:base]) + i) % len(corpus)] for i in range(batch_sizes[base])]
-    inputs.append(tokenizer.encode(texts, length=longer))
+    base = int(np.argmax([s["input_ids"].size for s in inputs[:-1]]))
+    longer = min(inputs[base]["input_ids"].shape[1] + PAD_EXTRA, source.spec.max_length)
+    inputs.append(tokenizer.encode(batches[base], length=longer))
     labels.append(f"{labels[base]}, padded to {longer} tokens")
     return TextSets(inputs, labels, (base, len(inputs) - 1))
 
