@@ -24,6 +24,7 @@ from torch import nn
 from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
+from modelship.export.onnx_export import subgraphs
 from modelship.parity.fp16_ranges import tensor_types, unsupported_ops
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
@@ -102,24 +103,19 @@ def _home_stray_nodes(graph: onnx.GraphProto) -> None:
 def _producing_subgraph(graph: onnx.GraphProto, name: str) -> onnx.GraphProto | None:
     """The subgraph of `graph` (at any depth) one of whose nodes writes `name`."""
     for node in graph.node:
-        for attribute in node.attribute:
-            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
-                if any(name in inner.output for inner in subgraph.node):
-                    return subgraph
-                found = _producing_subgraph(subgraph, name)
-                if found is not None:
-                    return found
+        for subgraph in subgraphs(node):
+            if any(name in inner.output for inner in subgraph.node):
+                return subgraph
+            found = _producing_subgraph(subgraph, name)
+            if found is not None:
+                return found
     return None
-
-
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    return [g for a in node.attribute for g in (*([a.g] if a.HasField("g") else []), *a.graphs)]
 
 
 def _reads(node: onnx.NodeProto) -> set[str]:
     """The values `node` reads: its inputs and what its If/Loop bodies read from outside themselves."""
     names = set(node.input)
-    for subgraph in _subgraphs(node):
+    for subgraph in subgraphs(node):
         inner = {v.name for v in (*subgraph.input, *subgraph.initializer)}
         inner |= {o for n in subgraph.node for o in n.output}
         names |= {name for n in subgraph.node for name in _reads(n) if name not in inner}
@@ -131,7 +127,7 @@ def _sort_graph(graph: onnx.GraphProto) -> None:
     """Topologically sort `graph` and every body inside it: a node comes after the producers of everything it reads,
     its bodies' reads from outside included (ONNX Runtime's own sort misses those and puts an If before them)."""
     for node in graph.node:
-        for subgraph in _subgraphs(node):
+        for subgraph in subgraphs(node):
             _sort_graph(subgraph)
     _sort_nodes(graph)
 

@@ -138,9 +138,13 @@ def _all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
     """Every node of `graph` and of the subgraphs inside it (Loop and If bodies refer to outer values by name)."""
     for node in graph.node:
         yield node
-        for attribute in node.attribute:
-            for subgraph in (*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs):
-                yield from _all_nodes(subgraph)
+        for subgraph in subgraphs(node):
+            yield from _all_nodes(subgraph)
+
+
+def subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    """The graphs inside `node`'s attributes (an If's branches, a Loop's body)."""
+    return [g for a in node.attribute for g in (*([a.g] if a.HasField("g") else []), *a.graphs)]
 
 
 def declare_fixed_sizes(proto: onnx.ModelProto, io: IOSpec) -> None:
