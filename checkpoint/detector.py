@@ -21,9 +21,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from modelship.checkpoint.exact_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
 
-__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "is_detector", "max_detections"]
+__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "fp16_parts", "is_detector", "max_detections", "score_threshold"]
 
 
 def is_detector(model: nn.Module) -> bool:
@@ -42,11 +43,26 @@ def max_detections(model: nn.Module) -> int:
     return int(heads.detections_per_img if heads is not None else model.detections_per_img)
 
 
+def fp16_parts(model: nn.Module) -> list[str]:
+    """The submodules an fp16 variant computes in float16: a wrapped detector's backbone (its box decoding and NMS
+    stay float32), else the whole model ("")."""
+    return ["detector.backbone"] if isinstance(model, DetectorTensors) else [""]
+
+
+def score_threshold(model: nn.Module) -> float | None:
+    """A wrapped detector's own score threshold (it drops boxes scoring below); None for any other model."""
+    if not isinstance(model, DetectorTensors):
+        return None
+    heads = getattr(model.detector, "roi_heads", None)
+    return float(heads.score_thresh if heads is not None else model.detector.score_thresh)
+
+
 class DetectorTensors(nn.Module):
     """A torchvision detector behind fixed-rank tensors (module docstring)."""
 
     def __init__(self, detector: nn.Module) -> None:
         super().__init__()
+        use_exact_resize(detector)
         self.detector = detector
         self.max_detections = max_detections(detector)
 
@@ -55,7 +71,7 @@ class DetectorTensors(nn.Module):
         if torch.jit.is_scripting():  # noqa: SIM108 (TorchScript compiles only this branch of a statement)
             found = self.detector(images)[1]  # scripted detectors answer (losses, detections)
         else:
-            found = self.detector(images)
+            found = self._detect(images)
         rows = self.max_detections
         padded: dict[str, list[Tensor]] = {}
         for detections in found:  # padded by concatenation: an empty answer must export (no slice assignment)
@@ -76,3 +92,29 @@ class DetectorTensors(nn.Module):
         # recorded as a constant by the ONNX exporter's trace
         answer["num"] = (answer["labels"] >= 0).sum(dim=1)
         return answer
+
+    @torch.jit.unused
+    def _detect(self, images: list[Tensor]) -> list[dict[str, Tensor]]:
+        """Eager, or traced for ONNX with torchvision's box clipping swapped for `_clip_boxes` while it runs."""
+        if not torch.jit.is_tracing():
+            return self.detector(images)
+        from torchvision.ops import boxes
+
+        original = boxes.clip_boxes_to_image
+        boxes.clip_boxes_to_image = _clip_boxes
+        try:
+            return self.detector(images)
+        finally:
+            boxes.clip_boxes_to_image = original
+
+
+def _clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:
+    """torchvision's `clip_boxes_to_image` as traced, without its final reshape to the boxes' shape. FCOS and
+    RetinaNet clip after keeping the boxes above the score threshold, so an image with nothing in it has none; the
+    fp16 ONNX graph then failed on that reshape (ONNX Runtime: "cannot reshape [0, 2, 2] to [0, -1]")."""
+    height, width = size
+    low = torch.tensor(0, dtype=boxes.dtype, device=boxes.device)
+    right, bottom = (torch.tensor(v, dtype=boxes.dtype, device=boxes.device) for v in (width, height))
+    x1, y1, x2, y2 = boxes.unbind(-1)
+    clipped = [torch.min(torch.max(v, low), high) for v, high in ((x1, right), (y1, bottom), (x2, right), (y2, bottom))]
+    return torch.stack(clipped, dim=-1)

@@ -122,7 +122,7 @@ class Build:
             return self.verify_with(runner, precision)
 
     def verify_with(self, runner: Runner, precision: str) -> ParityReport:
-        return self.verification.judge(runner, ToleranceConfig.for_precision(precision, self.spec.tolerances))
+        return self.verification.judge(runner, self.spec.tolerance(precision))
 
 
 def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:

@@ -106,7 +106,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
         reference = build_reference(manifest, folder, choice, serving)
     reports = []
     for artifact in artifacts:
-        tolerance = request.tolerances.config(artifact.precision)
+        tolerance = request.tolerances.config(artifact.precision).with_score_edge(manifest.score_threshold)
         if artifact.name in changed:
             reports.append(_unchecked(reference.name, artifact.name, changed[artifact.name]))
             continue
@@ -118,7 +118,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
                 continue
             reports.append(reference.judge(_serving(runner, serving, tokenize, artifact.io), tolerance, kinds))
     for extra in request.extra:
-        tolerance = request.tolerances.config(extra.precision)
+        tolerance = request.tolerances.config(extra.precision).with_score_edge(manifest.score_threshold)
         with status(f"checking {extra.runner.name}"):
             try:
                 takes = extra.runner.takes

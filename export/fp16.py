@@ -21,6 +21,7 @@ import onnx
 import torch
 from torch import nn
 
+from modelship.checkpoint.detector import fp16_parts
 from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
@@ -197,13 +198,34 @@ def present_ops(proto: onnx.ModelProto, op_types: Sequence[str]) -> list[str]:
 
 def half_module(model: nn.Module, keep: Sequence[str] = ()) -> nn.Module:
     """A float16 copy of an eager module (the original stays float32: it is the parity reference); the submodules
-    named in `keep` stay float32, wrapped so they take and return float16 like their neighbours."""
-    half = copy.deepcopy(model).half().eval()
+    named in `keep` stay float32, wrapped so they take and return float16 like their neighbours.
+
+    A detector computes in float16 only in its backbone (`fp16_parts`), behind casts: box decoding and NMS stay
+    float32, as deployments keep them (torchvision's CPU NMS has no float16 kernel)."""
+    half = copy.deepcopy(model).eval()
+    parts = fp16_parts(half)
+    for part in parts:
+        half.get_submodule(part).half()
     for name in keep:
         parent, _, leaf = name.rpartition(".")
         inner = half.get_submodule(name).float()
         setattr(half.get_submodule(parent), leaf, _float_island(inner, name))
+    for part in filter(None, parts):
+        parent, _, leaf = part.rpartition(".")
+        setattr(half.get_submodule(parent), leaf, _Float16Features(half.get_submodule(part)))
     return half
+
+
+class _Float16Features(nn.Module):
+    """A float16 feature extractor between float32 neighbours: float32 image in, float32 feature maps out."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, image: torch.Tensor) -> dict[str, torch.Tensor]:
+        features = self.inner(image.half())
+        return {name: value.float() for name, value in features.items()}
 
 
 def fp16_keep_modules(

@@ -27,7 +27,7 @@ from modelship.contract.iospec import IOSpec
 from modelship.export.build import Build
 from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, present_ops
 from modelship.export.onnx_export import Exported, cap_versions, set_metadata, write_model
-from modelship.parity import OnnxRuntimeRunner, ParityReport, ToleranceConfig
+from modelship.parity import OnnxRuntimeRunner, ParityReport
 from modelship.parity.fp16_ranges import (
     emulate_fp16,
     intermediate_ranges,
@@ -154,7 +154,7 @@ def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], node
     first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
     modules = list(dict.fromkeys(m for n in fp32.graph.node if (m := node_module(n))))
     start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)
-    tolerance = ToleranceConfig.for_precision("fp16", build.spec.tolerances)
+    tolerance = build.spec.tolerance("fp16")
 
     def passes(chosen: list[str]) -> bool:
         runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen), io)

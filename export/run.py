@@ -21,6 +21,7 @@ from typing import Any
 from torch import nn
 
 from modelship import __version__
+from modelship.checkpoint.detector import score_threshold
 from modelship.contract.artifacts import EXPORT_FILES, GOLDEN_FILE, SIDECAR_FILE
 from modelship.contract.errors import ExportError, ParityError, os_failure
 from modelship.contract.iospec import IOSpec
@@ -76,7 +77,9 @@ def run_export(
 
     with steps("resolve inputs and outputs"):
         resolved, io, task = _resolve(model, spec, source, metadata, preprocess)
-    spec = replace(spec, exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER)
+    spec = replace(
+        spec, exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER, score_threshold=score_threshold(model)
+    )
     opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
     with steps("reference outputs (eager)"):
         texts = text_input_sets(tokenizer, spec.batch_sizes) if tokenizer is not None else None
@@ -135,6 +138,7 @@ def run_export(
             preprocess=preprocess,
             labels=(metadata.get("labels") or default_labels(source.arch, io.outputs[0])) if task.labels else None,
             tokenizer=tokenizer.spec if tokenizer is not None else None,
+            score_threshold=spec.score_threshold,
             golden=GOLDEN_FILE,
             timings=list(steps.timings),
             tool_version=__version__,

@@ -37,6 +37,7 @@ class ExportSpec:
     triton: str = DEFAULT_TRITON
     seed: int = 0
     task: str | None = None  # the task's name (modelship.tasks); None: the checkpoint's, else chosen from the model
+    score_threshold: float | None = None  # a detector's own (run_export reads it off the model): the score edge
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
@@ -65,6 +66,10 @@ class ExportSpec:
             get_task(self.task)
         ToleranceConfig.for_precision("fp32", self.tolerances)  # validate early
         ToleranceConfig.for_precision("fp16", self.tolerances)
+
+    def tolerance(self, precision: str) -> ToleranceConfig:
+        """The tolerances of `precision`, the overrides applied, a detector's score threshold as its score edge."""
+        return ToleranceConfig.for_precision(precision, self.tolerances).with_score_edge(self.score_threshold)
 
     @property
     def name(self) -> str:

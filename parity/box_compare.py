@@ -14,6 +14,7 @@ from modelship.parity.compare import CompareFunction, register_compare
 from modelship.parity.tolerance import Tolerance
 
 MATCH_IOU = 0.5
+DEGENERATE_PAD = 0.5  # px: how much a zero-area box grows each way to be matched
 MASK_THRESHOLD = 0.5  # Mask R-CNN's masks are probabilities: a pixel is in the instance above this
 EXTRAS = ("masks", "keypoints")  # per-detection outputs of the models that have them, compared on matched boxes
 
@@ -23,16 +24,31 @@ def iou_matrix(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     top_left = np.maximum(first[:, None, :2], second[None, :, :2])
     bottom_right = np.minimum(first[:, None, 2:], second[None, :, 2:])
     inter = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
-    area = lambda b: np.prod(np.clip(b[:, 2:] - b[:, :2], 0, None), axis=1)  # noqa: E731
-    union = area(first)[:, None] + area(second)[None, :] - inter
+    union = _area(first)[:, None] + _area(second)[None, :] - inter
     return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+
+
+def _area(boxes: np.ndarray) -> np.ndarray:
+    return np.prod(np.clip(boxes[:, 2:] - boxes[:, :2], 0, None), axis=1)
 
 
 def match_boxes(
     ref_boxes: np.ndarray, ref_labels: np.ndarray, cand_boxes: np.ndarray, cand_labels: np.ndarray
 ) -> list[tuple[int, int]]:
-    """One-to-one (reference, candidate) index pairs: same label, IoU >= MATCH_IOU, best overlaps first."""
+    """One-to-one (reference, candidate) index pairs: same label, IoU >= MATCH_IOU, best overlaps first. A pair
+    with a zero-area box (a detector's box clipped to a line at the image's edge) is measured on both boxes grown
+    by half a pixel each way: two equal lines overlap fully instead of not at all."""
     iou = iou_matrix(ref_boxes, cand_boxes)
+    flat = [_area(b) <= 0 for b in (ref_boxes, cand_boxes)]
+    if flat[0].any() or flat[1].any():
+        grown = iou_matrix(
+            *(
+                b + np.array([-DEGENERATE_PAD, -DEGENERATE_PAD, DEGENERATE_PAD, DEGENERATE_PAD])
+                for b in (ref_boxes, cand_boxes)
+            )
+        )
+        either = flat[0][:, None] | flat[1][None, :]
+        iou = np.where(either, grown, iou)
     iou[ref_labels[:, None] != cand_labels[None, :]] = 0.0
     pairs, used_ref, used_cand = [], set(), set()
     for flat in np.argsort(-iou, axis=None, kind="stable"):

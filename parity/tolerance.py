@@ -6,9 +6,9 @@ grows with depth), so fp32 allows atol 1e-3: a wrong weight, mean/std or channel
 fp16 vs fp32 differs by 7e-5 to 4e-2 on logits with cosine >= 0.9995 and top-1 agreement 1.0 on realistic models,
 but fp16 resnet50 reaches 0.077 abs and flips one top-1 of 8 on near-tied random inputs: fp16 allows atol 0.1 and
 top-1 0.8, and the cosine floor guards the shape of the output.
-Detections: a matched box may move 2 px in fp32 (Faster R-CNN in ONNX Runtime measured 0.35 px at the traced size
-and 1.9 px at others: ONNX's Resize maps pixels with the scale asked for where torch recomputes it per axis from
-the rounded size) and a score 1e-3 (measured 1e-4); fp16 allows 4 px and 0.02.
+Detections: a matched box may move 2 px in fp32 and its score 5e-3 (measured: 0.02 px and 1.5e-3, SSDlite with a
+random MobileNetV3 backbone, whose float noise grows layer by layer; a wrong resize, mean or box decoding moves
+boxes by pixels); fp16 allows 4 px and 0.02.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ DEFAULTS: dict[str, Tolerance] = {
         max_mask_disagreement=1e-3,
         min_mask_iou=0.99,
         box_atol=2.0,
-        score_atol=1e-3,
+        score_atol=5e-3,
         score_margin=0.01,
     ),
     "fp16": Tolerance(
@@ -125,6 +125,16 @@ class ToleranceConfig:
             raise UsageError("tolerance 'per_output' must map output names to tolerance fields")
         default = DEFAULTS[precision].updated(overrides)
         return cls(default, {name: default.updated(dict(values)) for name, values in per_output.items()})
+
+    def with_score_edge(self, edge: float | None) -> ToleranceConfig:
+        """Detections: `edge` (the model's score threshold) as the score edge wherever none was asked for."""
+        if edge is None:
+            return self
+
+        def edged(tolerance: Tolerance) -> Tolerance:
+            return tolerance if tolerance.score_edge is not None else replace(tolerance, score_edge=edge)
+
+        return ToleranceConfig(edged(self.default), {name: edged(t) for name, t in self.per_output.items()})
 
     def to_dict(self) -> dict[str, Any]:
         return {"default": self.default.to_dict(), "per_output": {k: v.to_dict() for k, v in self.per_output.items()}}

@@ -45,6 +45,7 @@ from modelship.serve.triton_config import (
     triton_dtype,
     triton_names,
 )
+from modelship.tasks import get_task
 
 PREPROCESS_SUFFIX = "_preprocess"
 POSTPROCESS_SUFFIX = "_postprocess"
@@ -196,7 +197,7 @@ def ensemble_config(
     config.input.add(name=request_input, data_type=mc.TYPE_STRING, dims=[1])
     for spec in artifact.io.outputs:
         add_tensor(config.output, spec.name, spec, batched=True, reshape=False)
-    if labels and artifact.io.outputs[0].dtype in CLASSIFIABLE:
+    if labels and get_task(task).label_output and artifact.io.outputs[0].dtype in CLASSIFIABLE:
         config.output[0].label_filename = LABELS_FILE
     if labels:
         config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))  # what modelship clients read

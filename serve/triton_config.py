@@ -35,7 +35,7 @@ from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
 from modelship.contract.manifest import Artifact
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.tasks import DEFAULT_TASK
+from modelship.tasks import DEFAULT_TASK, get_task
 
 # "auto" writes no kind: Triton then places instances on every GPU it sees, else on the CPU (KIND_AUTO).
 KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
@@ -186,8 +186,11 @@ def build_config(
     image_format = _image_format(io, preprocess)
     if image_format:
         config.input[0].format = mc.ModelInput.Format.Value(image_format)
-    if labels and io.outputs[0].dtype in CLASSIFIABLE:
+    task = get_task(export_info.task if export_info is not None else DEFAULT_TASK)
+    if labels and task.label_output and io.outputs[0].dtype in CLASSIFIABLE:
         config.output[0].label_filename = LABELS_FILE
+    elif labels:  # boxes or masks: modelship's clients name the classes
+        config.parameters[PARAM_LABELS].string_value = json.dumps(list(labels))
     if batched:
         config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
     group = config.instance_group.add(count=options.instances)

@@ -122,6 +122,7 @@ class Manifest:
     preprocess: PreprocessSpec | None = None
     labels: list[str] | None = None
     tokenizer: TokenizerSpec | None = None  # a text model's tokenizer (its file is in the export folder)
+    score_threshold: float | None = None  # a detector's: it drops boxes scoring below (parity's score edge)
     golden: str | None = None
     timings: list[StepTiming] = field(default_factory=list)
     tool_version: str = ""
@@ -147,6 +148,7 @@ class Manifest:
             "preprocess": self.preprocess.to_dict() if self.preprocess is not None else None,
             "labels": self.labels,
             "tokenizer": self.tokenizer.to_dict() if self.tokenizer is not None else None,
+            "score_threshold": self.score_threshold,
             "golden": self.golden,
             "timings": [t.to_dict() for t in self.timings],
             "artifacts": [a.to_dict() for a in self.artifacts],
@@ -169,6 +171,7 @@ class Manifest:
             preprocess=_preprocess(data.get("preprocess")),
             labels=data.get("labels"),
             tokenizer=TokenizerSpec.from_dict(data["tokenizer"]) if data.get("tokenizer") else None,
+            score_threshold=data.get("score_threshold"),
             golden=data.get("golden"),
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
             tool_version=data.get("tool_version", ""),

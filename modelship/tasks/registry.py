@@ -49,6 +49,8 @@ class Task:
     otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
     own size (a `_postprocess` step); `pipeline_artifact`: the artifact its `_pipeline` serves by default;
     `pipeline_same_size`: its answers are in the input's pixels, so the pipeline must not resize or crop;
+    `labels`: its models have class labels (published as labels.txt, shown by `modelship infer`); `label_output`:
+    its first output holds class scores, so Triton's classification extension labels them (not boxes or masks);
     `onnx_exporter`: the ONNX exporter its models need (unless --exporter says
     otherwise) and `onnx_why`, the reason; `onnx_single_row`: its ONNX graphs take one row (the exporter unrolls the
     model's per-image loop), judged row by row."""
@@ -59,6 +61,7 @@ class Task:
     claims: Callable[[IOSpec], bool] = lambda io: False
     preprocessing: str = "image"
     labels: bool = False
+    label_output: bool = True
     answer: Answer | None = None
     dynamic: tuple[str, ...] = ()
     pipeline_mask: bool = False

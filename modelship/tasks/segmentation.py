@@ -30,6 +30,8 @@ SEGMENTATION = register_task(
         output_kind=lambda spec: "mask" if is_mask(spec) else "tensor",
         claims=claims,
         preprocessing="image",
+        labels=True,
+        label_output=False,
         dynamic=("height", "width"),
         pipeline_mask=True,
     )

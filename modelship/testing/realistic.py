@@ -51,16 +51,72 @@ def make_realistic(
 
 
 @torch.no_grad()
-def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, head_std: float = 0.1) -> nn.Module:
+def make_realistic_detector(
+    detector: nn.Module, images: torch.Tensor, *, passes: int = 3, head_std: float = 0.1
+) -> nn.Module:
     """A torchvision detector whose answers mean something: its backbone's BatchNorm calibrated on `images`
-    ([batch, 3, H, W] in 0..1, normalised as the detector does inside) and its class and box heads drawn wider
-    (default initialisation scores every class alike, so every box ties and their order is arbitrary)."""
+    ([batch, 3, H, W] in 0..1, normalised as the detector does inside), then the last layer of every head rescaled
+    so that, on those images, its outputs have the spread and centre of a trained one (`_head_targets`). The
+    R-CNNs' RPN and box predictor are drawn at `head_std` instead (their proposals flip less that way, measured).
+
+    Default initialisation scores every class alike, so every box ties and their order is arbitrary; heads drawn
+    at random without care saturate (every score 1.0: ties again), put boxes far from their anchors (clipped to
+    lines at the image's edge), or leave masks and keypoint heatmaps flat (a pixel's class, a keypoint's place,
+    decided by float noise). Then eager PyTorch disagrees with itself on inputs a millionth apart, and no parity
+    verdict on such a model means anything."""
     transform = detector.transform
     mean = torch.tensor(transform.image_mean).view(1, 3, 1, 1)
     std = torch.tensor(transform.image_std).view(1, 3, 1, 1)
     make_realistic(detector.backbone, ((images - mean) / std,))
+    detector.eval()
     generator = torch.Generator().manual_seed(0)
     for name, param in detector.named_parameters():
-        if param.dim() > 1 and any(part in name for part in ("classification_head", "cls_logits", "box_predictor")):
+        if param.dim() > 1 and name.startswith(("rpn.head.cls_logits", "roi_heads.box_predictor")):
             param.copy_(torch.randn(param.shape, generator=generator) * head_std)
-    return detector.eval()
+    noise = torch.rand(images.shape, generator=torch.Generator().manual_seed(0))  # what verification sends, too
+    layers = {name: module for name, module in detector.named_modules() if name in _head_targets(detector)}
+    for _ in range(passes):  # a head's inputs move when the heads before it (the RPN's proposals) are rescaled
+        outputs: dict[str, list[torch.Tensor]] = {name: [] for name in layers}
+        hooks = [
+            module.register_forward_hook(lambda _m, _i, out, name=name, seen=outputs: seen[name].append(out.flatten()))
+            for name, module in layers.items()
+        ]
+        detector([*images, *noise])
+        for hook in hooks:
+            hook.remove()
+        for name, module in layers.items():
+            seen = torch.cat(outputs[name])
+            spread, centre = _head_targets(detector)[name]
+            gain = spread / max(float(seen.std()), 1e-12)
+            module.weight.mul_(gain)
+            module.bias.copy_((module.bias - seen.mean()) * gain + centre)
+    return detector
+
+
+def _head_targets(detector: nn.Module) -> dict[str, tuple[float, float]]:
+    """The last layer of each head, by module name, with the (std, mean) its outputs get: class logits spread so
+    boxes rank apart, box offsets small (boxes near their anchors or proposals; FCOS's are distances to the box's
+    sides, in strides, so positive), masks and keypoint heatmaps decisive (the R-CNNs' other heads: drawn)."""
+    from torchvision.models.detection import FCOS, RetinaNet
+    from torchvision.models.detection.ssd import SSD
+
+    scores, offsets = (1.0, 0.0), (0.2, 0.0)
+    if isinstance(detector, FCOS):
+        return {
+            "head.classification_head.cls_logits": (2.0, -3.0),
+            "head.regression_head.bbox_reg": (0.5, 2.0),
+            "head.regression_head.bbox_ctrness": scores,
+        }
+    if isinstance(detector, RetinaNet):
+        return {"head.classification_head.cls_logits": (2.0, -3.0), "head.regression_head.bbox_reg": offsets}
+    if isinstance(detector, SSD):
+        targets = {}
+        for branch, target in (("classification_head", scores), ("regression_head", offsets)):
+            for index, block in enumerate(getattr(detector.head, branch).module_list):
+                last = [name for name, m in block.named_modules() if isinstance(m, nn.Conv2d)][-1]
+                targets[".".join(filter(None, ("head", branch, "module_list", str(index), last)))] = target
+        return targets
+    return {
+        "roi_heads.mask_predictor.mask_fcn_logits": (4.0, 0.0),
+        "roi_heads.keypoint_predictor.kps_score_lowres": (4.0, 0.0),
+    }
