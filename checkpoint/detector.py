@@ -18,13 +18,25 @@ K, 3]` (x, y, visibility) and `keypoints_scores [batch, max_detections, K]`. `ma
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import Tensor, nn
 
 from modelship.checkpoint.exact_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
 
-__all__ = ["DETECTION_OUTPUTS", "DetectorTensors", "fp16_parts", "is_detector", "max_detections", "score_threshold"]
+__all__ = [
+    "DETECTION_OUTPUTS",
+    "DetectorTensors",
+    "box_ops",
+    "fp16_parts",
+    "is_detector",
+    "max_detections",
+    "score_threshold",
+    "uses_detector",
+]
 
 
 def is_detector(model: nn.Module) -> bool:
@@ -95,17 +107,37 @@ class DetectorTensors(nn.Module):
 
     @torch.jit.unused
     def _detect(self, images: list[Tensor]) -> list[dict[str, Tensor]]:
-        """Eager, or traced for ONNX with torchvision's box clipping swapped for `_clip_boxes` while it runs."""
-        if not torch.jit.is_tracing():
+        """Eager, or traced for ONNX, with torchvision's box operations as in every format (`box_ops`)."""
+        with box_ops(tracing=torch.jit.is_tracing()):
             return self.detector(images)
-        from torchvision.ops import boxes
 
-        original = boxes.clip_boxes_to_image
+
+@contextmanager
+def box_ops(*, tracing: bool = False) -> Iterator[None]:
+    """torchvision's box operations as a DetectorTensors runs them in eager PyTorch, TorchScript (entered while
+    scripting: the compiler reads them then) and ONNX (traced):
+
+    - batched NMS always by torchvision's coordinate trick (all classes in one NMS, boxes offset per class), which
+      tracing and CUDA use; eager PyTorch on the CPU takes a per-class loop above 1000 boxes instead. The two are
+      the same NMS but round differently, and on an R-CNN's thousands of overlapping proposals pairs at the IoU
+      threshold flip: a random-weight Faster R-CNN's boxes moved by 20 px between them;
+    - while tracing, box clipping without its final reshape (`_clip_boxes`).
+    """
+    from torchvision.ops import boxes
+
+    saved = boxes.batched_nms, boxes.clip_boxes_to_image
+    boxes.batched_nms = boxes._batched_nms_coordinate_trick
+    if tracing:
         boxes.clip_boxes_to_image = _clip_boxes
-        try:
-            return self.detector(images)
-        finally:
-            boxes.clip_boxes_to_image = original
+    try:
+        yield
+    finally:
+        boxes.batched_nms, boxes.clip_boxes_to_image = saved
+
+
+def uses_detector(model: nn.Module) -> bool:
+    """Whether `model` is, or wraps (an fp16 variant's casts), a DetectorTensors."""
+    return any(isinstance(module, DetectorTensors) for module in model.modules())
 
 
 def _clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:
