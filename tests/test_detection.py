@@ -231,3 +231,48 @@ def test_matched_boxes_masks_and_keypoints_are_compared_too() -> None:
     assert any("keypoints move by up to 5 px" in f for f in result.failures)
     lost = compare("boxes", reference, {k: v for k, v in reference.items() if k != "masks"}, tolerance)
     assert not lost.passed and "no masks output" in lost.failures[0]
+
+
+def test_the_detector_resize_is_eagers_in_torchscript_and_onnx(tmp_path: Path) -> None:
+    """torchvision scripted or traced computes the resize scale in float32: 168x224 became 799x1066 where eager
+    gives 800x1066. The wrapper's resize equals eager torchvision's bit for bit in eager and TorchScript, and
+    within ONNX Runtime's Resize rounding in ONNX, at sizes where the float32 scale lands short."""
+    import onnxruntime as ort
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    from modelship.checkpoint.exact_resize import ExactResizeTransform
+
+    class Tensors(torch.nn.Module):
+        def __init__(self, transform: torch.nn.Module) -> None:
+            super().__init__()
+            self.transform = transform
+
+        def forward(self, image: torch.Tensor) -> torch.Tensor:
+            return self.transform([image[0]])[0].tensors
+
+    settings = (800, 1333, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    torchvision_own = GeneralizedRCNNTransform(*settings).eval()
+    exact = GeneralizedRCNNTransform(*settings).eval()
+    exact.__class__ = ExactResizeTransform
+    scripted = torch.jit.script(exact)
+    assert torch.jit.script(torchvision_own)([torch.rand(3, 168, 224)])[0].image_sizes == [(799, 1066)]  # the defect
+    path = tmp_path / "resize.onnx"
+    torch.onnx.export(Tensors(exact).eval(), (torch.rand(1, 3, 96, 128),), str(path), input_names=["image"],
+                      opset_version=17, dynamo=False, dynamic_axes={"image": {2: "h", 3: "w"}})  # fmt: skip
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for height, width in ((168, 224), (224, 168), (96, 220), (120, 333)):
+        image = torch.rand(3, height, width)
+        reference = torchvision_own([image])[0]
+        for candidate in (exact([image])[0], scripted([image])[0]):
+            assert candidate.image_sizes == reference.image_sizes and torch.equal(candidate.tensors, reference.tensors)
+        onnx = session.run(None, {"image": image[None].numpy()})[0]
+        assert onnx.shape == tuple(reference.tensors.shape) and np.abs(onnx - reference.tensors.numpy()).max() < 1e-3
+
+
+def test_boxes_clipped_to_lines_are_matched() -> None:
+    from modelship.parity.box_compare import match_boxes
+
+    lines = np.array([[10.0, 50.0, 40.0, 50.0], [0.0, 5.0, 0.0, 30.0]])  # zero height, zero width
+    moved = lines + np.array([0.3, 0.0, 0.3, 0.0])
+    assert match_boxes(lines, np.array([1, 2]), moved, np.array([1, 2])) == [(0, 0), (1, 1)]
+    assert match_boxes(lines, np.array([1, 2]), lines + 40.0, np.array([1, 2])) == []
