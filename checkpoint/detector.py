@@ -51,8 +51,13 @@ def is_detector(model: nn.Module) -> bool:
 
 def max_detections(model: nn.Module) -> int:
     """The detector's cap on detections per image (`detections_per_img`)."""
-    heads = getattr(model, "roi_heads", None)
-    return int(heads.detections_per_img if heads is not None else model.detections_per_img)
+    return int(_postprocessing(model).detections_per_img)
+
+
+def _postprocessing(detector: nn.Module) -> nn.Module:
+    """Where a detector's post-processing settings live: an R-CNN's `roi_heads`, else the detector itself."""
+    heads = getattr(detector, "roi_heads", None)
+    return heads if heads is not None else detector
 
 
 def fp16_parts(model: nn.Module) -> list[str]:
@@ -63,10 +68,7 @@ def fp16_parts(model: nn.Module) -> list[str]:
 
 def score_threshold(model: nn.Module) -> float | None:
     """A wrapped detector's own score threshold (it drops boxes scoring below); None for any other model."""
-    if not isinstance(model, DetectorTensors):
-        return None
-    heads = getattr(model.detector, "roi_heads", None)
-    return float(heads.score_thresh if heads is not None else model.detector.score_thresh)
+    return float(_postprocessing(model.detector).score_thresh) if isinstance(model, DetectorTensors) else None
 
 
 class DetectorTensors(nn.Module):

@@ -74,7 +74,8 @@ def make_realistic_detector(
         if param.dim() > 1 and name.startswith(("rpn.head.cls_logits", "roi_heads.box_predictor")):
             param.copy_(torch.randn(param.shape, generator=generator) * head_std)
     noise = torch.rand(images.shape, generator=torch.Generator().manual_seed(0))  # what verification sends, too
-    layers = {name: module for name, module in detector.named_modules() if name in _head_targets(detector)}
+    targets = _head_targets(detector)
+    layers = {name: module for name, module in detector.named_modules() if name in targets}
     for _ in range(passes):  # a head's inputs move when the heads before it (the RPN's proposals) are rescaled
         outputs: dict[str, list[torch.Tensor]] = {name: [] for name in layers}
         hooks = [
@@ -86,7 +87,7 @@ def make_realistic_detector(
             hook.remove()
         for name, module in layers.items():
             seen = torch.cat(outputs[name])
-            spread, centre = _head_targets(detector)[name]
+            spread, centre = targets[name]
             gain = spread / max(float(seen.std()), 1e-12)
             module.weight.mul_(gain)
             module.bias.copy_((module.bias - seen.mean()) * gain + centre)
