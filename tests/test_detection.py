@@ -235,8 +235,9 @@ def test_matched_boxes_masks_and_keypoints_are_compared_too() -> None:
 
 def test_the_detector_resize_is_eagers_in_torchscript_and_onnx(tmp_path: Path) -> None:
     """torchvision scripted or traced computes the resize scale in float32: 168x224 became 799x1066 where eager
-    gives 800x1066. The wrapper's resize equals eager torchvision's bit for bit in eager and TorchScript, and
-    within ONNX Runtime's Resize rounding in ONNX, at sizes where the float32 scale lands short."""
+    gives 800x1066. The wrapper's resize equals eager torchvision's bit for bit in eager and TorchScript, and in
+    ONNX samples where eager samples (ONNX Runtime's own Resize was up to 3e-5 off on 0..1 pixels, 1e-4 once
+    normalised), at sizes where the float32 scale lands short."""
     import onnxruntime as ort
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
@@ -266,7 +267,7 @@ def test_the_detector_resize_is_eagers_in_torchscript_and_onnx(tmp_path: Path) -
         for candidate in (exact([image])[0], scripted([image])[0]):
             assert candidate.image_sizes == reference.image_sizes and torch.equal(candidate.tensors, reference.tensors)
         onnx = session.run(None, {"image": image[None].numpy()})[0]
-        assert onnx.shape == tuple(reference.tensors.shape) and np.abs(onnx - reference.tensors.numpy()).max() < 1e-3
+        assert onnx.shape == tuple(reference.tensors.shape) and np.abs(onnx - reference.tensors.numpy()).max() < 1e-6
 
 
 def test_boxes_clipped_to_lines_are_matched() -> None:

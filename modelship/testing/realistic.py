@@ -51,9 +51,7 @@ def make_realistic(
 
 
 @torch.no_grad()
-def make_realistic_detector(
-    detector: nn.Module, images: torch.Tensor, *, passes: int = 3, head_std: float = 0.1
-) -> nn.Module:
+def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes: int = 3) -> nn.Module:
     """A torchvision detector whose answers mean something: its backbone's BatchNorm calibrated on `images`
     ([batch, 3, H, W] in 0..1, normalised as the detector does inside), then the last layer of every head rescaled
     so that, on those images, its outputs have the spread and centre of a trained one (`_head_targets`). The
@@ -69,10 +67,6 @@ def make_realistic_detector(
     std = torch.tensor(transform.image_std).view(1, 3, 1, 1)
     make_realistic(detector.backbone, ((images - mean) / std,))
     detector.eval()
-    generator = torch.Generator().manual_seed(0)
-    for name, param in detector.named_parameters():
-        if param.dim() > 1 and name.startswith(("rpn.head.cls_logits", "roi_heads.box_predictor")):
-            param.copy_(torch.randn(param.shape, generator=generator) * head_std)
     noise = torch.rand(images.shape, generator=torch.Generator().manual_seed(0))  # what verification sends, too
     targets = _head_targets(detector)
     layers = {name: module for name, module in detector.named_modules() if name in targets}
@@ -118,6 +112,9 @@ def _head_targets(detector: nn.Module) -> dict[str, tuple[float, float]]:
                 targets[".".join(filter(None, ("head", branch, "module_list", str(index), last)))] = target
         return targets
     return {
+        "rpn.head.cls_logits": (2.0, -3.0),
+        "roi_heads.box_predictor.cls_score": (2.0, 0.0),
+        "roi_heads.box_predictor.bbox_pred": offsets,
         "roi_heads.mask_predictor.mask_fcn_logits": (4.0, 0.0),
         "roi_heads.keypoint_predictor.kps_score_lowres": (4.0, 0.0),
     }
