@@ -17,6 +17,7 @@ from modelship.bench.loadgen import run_load
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import Plan
+from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.text import TokenizerSource
 
 
@@ -34,9 +35,17 @@ class InProcess:
     """In-process ONNX Runtime throughput, measured in a process of its own (`inprocess_worker`: onnxruntime and
     numpy only, never torch) with the session settings of the server's onnxruntime backend for one instance, so the
     baseline is what a standalone program gets (`threads`: intra-op threads, default the cores, as the backend's
-    default for one instance). A context manager; the worker also ends when this process does."""
+    default for one instance). With `torchscript_output`, a TorchScript module instead, as the pytorch backend runs
+    it, in a process that has run nothing else. A context manager; the worker also ends when this process does."""
 
-    def __init__(self, path: Path, threads: int | None = None, tokenizer: TokenizerSource | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        threads: int | None = None,
+        tokenizer: TokenizerSource | None = None,
+        *,
+        torchscript_output: str | None = None,
+    ) -> None:
         from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
         from modelship.parity.runners import is_fp16_model
 
@@ -47,13 +56,11 @@ class InProcess:
             stdout=subprocess.PIPE,
             text=True,
         )
-        disabled = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
-        request = {
-            "op": "open",
-            "path": str(path),
-            "threads": threads or cpu_threads(),
-            "disabled_optimizers": disabled,
-        }
+        request: dict[str, Any] = {"op": "open", "path": str(path), "threads": threads or cpu_threads()}
+        if torchscript_output is not None:  # a TorchScript module answering this output (the worker imports torch)
+            self._ask(request | {"runtime": "torchscript", "output": torchscript_output})
+            return
+        request["disabled_optimizers"] = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
         if tokenizer is not None:
             request |= {"tokenizer": str(tokenizer.path), "tokenizer_spec": tokenizer.spec.to_dict()}
         answer = self._ask(request)
@@ -90,6 +97,21 @@ class InProcess:
     def measure_texts(self, texts: list[str], plan: Plan, *, concurrency: int = 1) -> LoadStats:
         """Tokenize `texts` and run them, per request (a worker opened with a tokenizer)."""
         request = {"op": "measure", "texts": texts, "concurrency": concurrency}
+        return LoadStats(**self._ask(request | _window(plan))["stats"])
+
+    def image_pipeline(self, encoded: bytes, spec: PreprocessSpec, *, mask: bool) -> np.ndarray:
+        """From now on a request is an image pipeline's work: decode `encoded`, preprocess it by `spec`, run the
+        model, then (`mask`) its class mask at the image's size. Answers one request's output."""
+        image = self._folder / "image"
+        image.write_bytes(encoded)
+        self._ask({"op": "image", "image": str(image), "preprocess": spec.to_dict(), "mask": mask})
+        out = self._folder / "output.npy"
+        self._ask({"op": "outputs", "image": True, "out": str(out)})
+        return np.load(out)
+
+    def measure_images(self, plan: Plan, *, concurrency: int = 1) -> LoadStats:
+        """The image pipeline's requests (`image_pipeline`), `concurrency` at a time."""
+        request = {"op": "measure", "image": True, "concurrency": concurrency}
         return LoadStats(**self._ask(request | _window(plan))["stats"])
 
     def close(self) -> None:

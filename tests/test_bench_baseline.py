@@ -109,3 +109,41 @@ def test_the_pytriton_peer_answers_what_onnx_runtime_answers_and_leaves_no_serve
 
 def test_every_registered_peer_runs_here() -> None:
     assert [(peer.label, peer.unavailable()) for peer in PEERS] == [("fastapi peer", None), ("pytriton peer", None)]
+
+
+class _Boxes(torch.nn.Module):
+    def forward(self, image: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"boxes": image.mean(dim=(2, 3))[:, None, :], "scores": image.amax(dim=(1, 2, 3))}
+
+
+def test_the_worker_runs_an_image_pipeline_per_request_with_onnx_runtime_or_torchscript(tmp_path) -> None:
+    """The vision suite's in-process side: decode, preprocess, run (then the class mask at the photo's size), all
+    in the worker, whose TorchScript process has run nothing but the module."""
+    from PIL import Image
+
+    from modelship.contract.preprocessing import PreprocessSpec
+    from modelship.preprocess import decode_image, transform
+    from modelship.preprocess.postprocess import class_mask
+
+    encoded = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(encoded, "PNG")
+    spec = PreprocessSpec(resize=16, crop=None)
+    pixels = transform(decode_image(encoded.getvalue()), spec)[None]
+    scorer = torch.nn.Conv2d(3, 4, 1).eval()
+    torch.onnx.export(scorer, (torch.from_numpy(pixels),), str(tmp_path / "seg.onnx"), input_names=["x"],
+                      dynamic_axes={"x": {2: "h", 3: "w"}}, dynamo=False)  # fmt: skip
+    torch.jit.script(_Boxes()).save(str(tmp_path / "det.pt"))
+    with torch.inference_mode():
+        mask = class_mask(scorer(torch.from_numpy(pixels))[0].numpy(), (30, 40))[None]
+        boxes = _Boxes()(torch.from_numpy(pixels))["boxes"].numpy()
+    plan = Plan.quick_plan()
+    for path, runtime, mask_it, expected in (
+        (tmp_path / "seg.onnx", {}, True, mask),
+        (tmp_path / "det.pt", {"torchscript_output": "boxes"}, False, boxes),
+    ):
+        with InProcess(path, **runtime) as worker:
+            np.testing.assert_allclose(
+                worker.image_pipeline(encoded.getvalue(), spec, mask=mask_it), expected, atol=1e-5
+            )
+            measured = worker.measure_images(plan, concurrency=2)
+        assert measured.source == "in-process image pipeline" and measured.concurrency == 2 and measured.throughput > 0

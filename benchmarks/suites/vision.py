@@ -9,27 +9,25 @@ a request's time goes.
   TorchScript: its ONNX graph takes one image); in-process: the TorchScript module.
 
 Random weights made realistic (`modelship.testing.realistic`): the cost of a forward pass does not depend on what
-the weights learned. The in-process side runs in the bench process, as the pipeline suite's does."""
+the weights learned. The in-process side runs in a process of its own (`measure.InProcess`): ONNX Runtime without
+torch, or TorchScript in a process that has exported nothing (measured in the bench process, which has just
+exported with torch, the detector's in-process side read slower than the served pipeline: 1.13)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from modelship.bench.loadgen import run_load
-from modelship.bench.measure import served
+from modelship.bench.measure import InProcess, served
 from modelship.bench.repeated import interleaved
 from modelship.bench.report import Row
-from modelship.bench.stats import LoadStats
 from modelship.bench.suites.pipeline import photo_jpeg, statistics, where_time_goes
 from modelship.bench.suites.serving import point_row
-from modelship.bench.workspace import Plan, Workspace
+from modelship.bench.workspace import Workspace
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.preprocess import decode_image, transform
 from modelship.serve.ensemble import IMAGE, PIPELINE_SUFFIX, POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
 from modelship.serve.server import TritonServer
 
@@ -77,15 +75,16 @@ def _measure(ws: Workspace, choice: VisionModel, export: Path, jpeg: bytes) -> l
     publish_export(export, repo, name=name, artifacts=[choice.artifact], pipeline=choice.artifact)
     pipeline, model = name + PIPELINE_SUFFIX, f"{name}_{choice.artifact}"
     steps = (name + PREPROCESS_SUFFIX, model) + ((name + POSTPROCESS_SUFFIX,) if choice.output == "MASK" else ())
-    job = _in_process_job(export / manifest.artifact(choice.artifact).file, choice, spec, jpeg)
-    expected = job()
     point_plan = replace(ws.plan, window_s=ws.plan.point_window_s)
     request = {IMAGE: np.array([[jpeg]], dtype=object)}
     rows = []
-    with TritonServer(repo) as server:
+    runtime = {"torchscript_output": choice.output} if choice.artifact == "torchscript" else {}
+    artifact = export / manifest.artifact(choice.artifact).file
+    with TritonServer(repo) as server, InProcess(artifact, **runtime) as in_process:
+        expected = in_process.image_pipeline(jpeg, spec, mask=choice.output == "MASK")
         for concurrency in CONCURRENCIES:
             ws.log(f"vision: {pipeline} c{concurrency} vs in-process decode + preprocess + {choice.artifact}")
-            baseline = functools.partial(_in_process, job, point_plan, concurrency)
+            baseline = functools.partial(in_process.measure_images, point_plan, concurrency=concurrency)
             send = functools.partial(served, server, PROTOCOL, pipeline, request, {choice.output: expected},
                                      point_plan, concurrency=concurrency)  # fmt: skip
             before = statistics(server, (pipeline, *steps))
@@ -97,39 +96,6 @@ def _measure(ws: Workspace, choice: VisionModel, export: Path, jpeg: bytes) -> l
                 case = f"{name} {manifest.task} pipeline c1: where a request's time goes"
                 rows.append(where_time_goes(SUITE, case, point.median_served, before, after, pipeline, steps))
     return rows
-
-
-def _in_process(job: Callable[[], np.ndarray], plan: Plan, concurrency: int) -> LoadStats:
-    return run_load(lambda: job, concurrency=concurrency, duration_s=plan.window_s, max_requests=plan.max_requests,
-                    warmup=2, warmup_s=plan.warmup_s, source="in-process")  # fmt: skip
-
-
-def _in_process_job(path: Path, choice: VisionModel, spec: PreprocessSpec, jpeg: bytes) -> Callable[[], np.ndarray]:
-    """The whole job in one process: decode, preprocess, run the artifact, then the mask at the photo's size (a
-    segmenter) or the padded boxes (a detector)."""
-    from modelship.preprocess.postprocess import class_mask
-
-    if choice.artifact == "onnx":
-        from modelship.parity import make_session
-
-        session = make_session(path)
-        name = session.get_inputs()[0].name
-
-        def segment() -> np.ndarray:
-            photo = decode_image(jpeg)
-            scores = session.run(None, {name: transform(photo, spec)[None]})[0]
-            return class_mask(scores[0], (photo.height, photo.width))[None]
-
-        return segment
-    import torch
-
-    module = torch.jit.load(str(path)).eval()
-
-    def detect() -> np.ndarray:
-        with torch.inference_mode():
-            return module(torch.from_numpy(transform(decode_image(jpeg), spec)[None]))["boxes"].numpy()
-
-    return detect
 
 
 def _export(ws: Workspace, choice: VisionModel) -> Path:

@@ -54,8 +54,7 @@ def make_realistic(
 def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes: int = 3) -> nn.Module:
     """A torchvision detector whose answers mean something: its backbone's BatchNorm calibrated on `images`
     ([batch, 3, H, W] in 0..1, normalised as the detector does inside), then the last layer of every head rescaled
-    so that, on those images, its outputs have the spread and centre of a trained one (`_head_targets`). The
-    R-CNNs' RPN and box predictor are drawn at `head_std` instead (their proposals flip less that way, measured).
+    so that, on those images, its outputs have the spread and centre of a trained one (`_head_targets`).
 
     Default initialisation scores every class alike, so every box ties and their order is arbitrary; heads drawn
     at random without care saturate (every score 1.0: ties again), put boxes far from their anchors (clipped to
@@ -90,8 +89,10 @@ def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes
 
 def _head_targets(detector: nn.Module) -> dict[str, tuple[float, float]]:
     """The last layer of each head, by module name, with the (std, mean) its outputs get: class logits spread so
-    boxes rank apart, box offsets small (boxes near their anchors or proposals; FCOS's are distances to the box's
-    sides, in strides, so positive), masks and keypoint heatmaps decisive (the R-CNNs' other heads: drawn)."""
+    boxes rank apart (an R-CNN's RPN objectness too: drawn at random on a ResNet-50's features it reached +-50,
+    every proposal scored 1.0 and their NMS order was arbitrary), box offsets small (boxes near their anchors or
+    proposals; FCOS's are distances to the box's sides, in strides, so positive), masks and keypoint heatmaps
+    decisive."""
     from torchvision.models.detection import FCOS, RetinaNet
     from torchvision.models.detection.ssd import SSD
 
