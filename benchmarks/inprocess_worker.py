@@ -76,12 +76,12 @@ def _image_job(request: dict[str, Any], run: Callable[[np.ndarray], np.ndarray])
     from modelship.preprocess.postprocess import class_mask
 
     encoded = Path(request["image"]).read_bytes()
-    spec = PreprocessSpec.from_dict(request["preprocess"])
+    spec, mask = PreprocessSpec.from_dict(request["preprocess"]), bool(request["mask"])
 
     def job() -> np.ndarray:
         photo = decode_image(encoded)
         answer = run(transform(photo, spec)[None])
-        return class_mask(answer[0], (photo.height, photo.width))[None] if request["mask"] else answer
+        return class_mask(answer[0], (photo.height, photo.width))[None] if mask else answer
 
     return job
 

@@ -37,11 +37,9 @@ FAST = {
 }
 
 
-def detector_checkpoint(folder: Path, arch: str, **kwargs: object) -> Path:
-    """A realistic random `arch` saved as a plain state_dict; `kwargs` build the model it is calibrated in (the
-    size it resizes to changes the cost, not the weights)."""
+def detector_checkpoint(folder: Path, arch: str) -> Path:
     torch.manual_seed(0)
-    model = getattr(detection, arch)(weights=None, weights_backbone=None, num_classes=CLASSES, **kwargs)
+    model = getattr(detection, arch)(weights=None, weights_backbone=None, num_classes=CLASSES)
     photos = preprocess_images(PHOTOS, PreprocessSpec(resize=320, crop=320, mean=(0, 0, 0), std=(1, 1, 1)))
     make_realistic_detector(model, torch.from_numpy(photos))
     path = folder / f"{arch}.pt"
