@@ -13,9 +13,9 @@ from modelship.contract.artifact_details import OnnxDetails
 from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact
-from modelship.export.fp16 import FP16_ATTEMPTS
+from modelship.export.fp16 import FP16_ATTEMPTS, fp32_nodes
 from modelship.export.torchscript import load_torchscript
-from modelship.parity.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes, nodes_of
+from modelship.parity.fp16_ranges import FP16_TINY, emulate_fp16, name_nodes
 from modelship.parity.localize import Explanation, localize_onnx, localize_torchscript
 
 
@@ -30,8 +30,8 @@ def explain_artifact(
         if precision == "fp16":
             name_nodes(proto)
             details = artifact.details
-            kept = [k.node for k in details.kept_fp32_nodes] if isinstance(details, OnnxDetails) else []
-            kept += nodes_of(proto, details.fp16_keep if details is not None else [])
+            out_of_range = [k.node for k in details.kept_fp32_nodes] if isinstance(details, OnnxDetails) else []
+            kept = fp32_nodes(proto, model, details.fp16_keep if details is not None else [], out_of_range)
             ops = dict(FP16_ATTEMPTS).get(_last_attempt(artifact), ())
             proto = emulate_fp16(proto, kept, ops)
         explanation = localize_onnx(proto, model, io, inputs, precision, artifact.name)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import inspect
 import linecache
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -26,7 +26,7 @@ from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.export.onnx_export import subgraphs
-from modelship.parity.fp16_ranges import tensor_types, unsupported_ops
+from modelship.parity.fp16_ranges import nodes_of, nodes_outside, tensor_types, unsupported_ops
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
 _NORMALISATION = ("LayerNormalization", "Softmax", "ReduceMean", "GroupNormalization", "InstanceNormalization")
@@ -59,7 +59,8 @@ def convert_onnx_fp16(
             op_block_list=blocked,
             node_block_list=list(node_block_list) or None,
         )
-        _drop_round_trips(converted)
+        kept = set(node_block_list)
+        _drop_round_trips(converted, lambda node: node.op_type in blocked or node.name in kept)
         _drop_repeated_nodes(converted)
         _home_stray_nodes(converted.graph)
         _sort_graph(converted.graph)
@@ -159,15 +160,17 @@ def _sort_nodes(graph: onnx.GraphProto) -> None:
     graph.node.extend(nodes)
 
 
-def _drop_round_trips(proto: onnx.ModelProto) -> None:
+def _drop_round_trips(proto: onnx.ModelProto, kept_fp32: Callable[[onnx.NodeProto], bool]) -> None:
     """Remove the float32 -> float16 -> float32 Cast pairs the converter writes between two nodes kept in fp32:
-    the value would pass through float16 (and overflow) exactly where it was kept out of it."""
+    the value would pass through float16 (and overflow) exactly where it was kept out of it. An If/Loop kept in
+    fp32 (its bodies stay float32) that reads the value from inside a body reads the float32 value too: the
+    converter renames the value it casts without renaming those reads."""
     graph = proto.graph
     outputs = {o.name for o in graph.output}
     types = tensor_types(proto)
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in graph.node:
-        for name in node.input:
+        for name in _reads(node):
             consumers.setdefault(name, []).append(node)
 
     def cast_to(node: onnx.NodeProto) -> int | None:
@@ -177,17 +180,40 @@ def _drop_round_trips(proto: onnx.ModelProto) -> None:
     for node in graph.node:
         if cast_to(node) != onnx.TensorProto.FLOAT16 or node.output[0] in outputs:
             continue
-        back = consumers.get(node.output[0], [])
-        if not back or any(cast_to(b) != onnx.TensorProto.FLOAT for b in back):
+        half, full = node.output[0], node.input[0]
+        back = consumers.get(half, [])
+        direct = [b for b in back if half in b.input]
+        inside = [b for b in back if half not in b.input]
+        if not back or any(cast_to(b) != onnx.TensorProto.FLOAT for b in direct):
             continue
-        if types.get(node.input[0]) != onnx.TensorProto.FLOAT:
+        if types.get(full) != onnx.TensorProto.FLOAT or not all(map(kept_fp32, inside)):
             continue
-        for cast in back:  # now a float32 -> float32 Cast: a no-op ONNX Runtime removes
-            cast.input[0] = node.input[0]
+        for cast in direct:  # now a float32 -> float32 Cast: a no-op ONNX Runtime removes
+            cast.input[0] = full
+        for holder in inside:
+            for body in subgraphs(holder):
+                _rename_reads(body, half, full)
         removed.add(id(node))
     kept = [n for n in graph.node if id(n) not in removed]
     del graph.node[:]
     graph.node.extend(kept)
+
+
+def fp32_nodes(
+    proto: onnx.ModelProto, model: nn.Module, keep_modules: Sequence[str], out_of_range: Sequence[str] = ()
+) -> list[str]:
+    """The nodes of `model`'s fp32 graph `proto` that its fp16 ONNX variant computes in fp32: the `out_of_range`
+    ones, those of the `keep_modules`, and every node outside the parts that compute in float16 (`fp16_parts`: a
+    detector's resize, box decoding and NMS stay float32, as in its TorchScript fp16 variant)."""
+    return [*out_of_range, *nodes_of(proto, keep_modules), *nodes_outside(proto, fp16_parts(model))]
+
+
+def _rename_reads(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Make every node of `graph`, its bodies' included, read `new` where it read `old`."""
+    for node in graph.node:
+        node.input[:] = [new if name == old else name for name in node.input]
+        for body in subgraphs(node):
+            _rename_reads(body, old, new)
 
 
 def present_ops(proto: onnx.ModelProto, op_types: Sequence[str]) -> list[str]:

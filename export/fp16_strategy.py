@@ -25,7 +25,7 @@ import torch
 from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails
 from modelship.contract.iospec import IOSpec
 from modelship.export.build import Build
-from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, present_ops
+from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, fp32_nodes, present_ops
 from modelship.export.onnx_export import Exported, cap_versions, set_metadata, write_model
 from modelship.parity import OnnxRuntimeRunner, ParityReport
 from modelship.parity.fp16_ranges import (
@@ -63,7 +63,7 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
     with build.steps("measure fp16 ranges", name):
         kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, graph_sets(build.verification.inputs, io)))
     keep_modules = list(build.spec.fp16_keep)
-    nodes = [k.node for k in kept_nodes] + nodes_of(fp32, keep_modules)
+    nodes = fp32_nodes(fp32, build.model, keep_modules, [k.node for k in kept_nodes])
     attempts: list[Fp16Attempt] = []
     kept: list[str] = []
     report: ParityReport | None = None

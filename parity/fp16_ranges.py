@@ -44,7 +44,8 @@ def name_nodes(proto: onnx.ModelProto) -> None:
 
 def node_module(node: onnx.NodeProto) -> str:
     """The PyTorch module a node came from: the dynamo exporter's name scopes, else the legacy exporter's
-    `/module/path/Op` node name; "" at the top level. The scopes are either one name per level (`blocks`, `0`,
+    `/module/path/Op` node name (`/detector/head/conv/conv.0/Conv`: a container's child is named with its
+    parent's name in front); "" at the top level. The scopes are either one name per level (`blocks`, `0`,
     `attn`) or each level's full path (`model`, `model.bert`, `model.bert.encoder`: transformers models)."""
     for prop in node.metadata_props:
         if prop.key == "pkg.torch.onnx.name_scopes":
@@ -55,14 +56,28 @@ def node_module(node: onnx.NodeProto) -> str:
             if modules and all(inner.startswith(outer + ".") for outer, inner in itertools.pairwise(modules)):
                 return modules[-1]
             return ".".join(modules)
-    parts = [p for p in node.name.split("/") if p]
-    return parts[-2] if len(parts) >= 2 else ""
+    path: list[str] = []
+    for level in [p for p in node.name.split("/") if p][:-1]:
+        if path and level.startswith(path[-1] + "."):
+            path[-1] = level
+        else:
+            path.append(level)
+    return ".".join(path)
 
 
 def nodes_of(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
     """Names of the nodes that belong to any of `modules` (or to their submodules)."""
     prefixes = tuple(m + "." for m in modules)
     return [n.name for n in proto.graph.node if prefixes and (node_module(n) + ".").startswith(prefixes)]
+
+
+def nodes_outside(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
+    """Names of the nodes that belong to none of `modules` ("" is the whole model: none)."""
+    modules = list(modules)
+    if "" in modules:
+        return []
+    inside = set(nodes_of(proto, modules))
+    return [n.name for n in proto.graph.node if n.name not in inside]
 
 
 def tensor_types(proto: onnx.ModelProto) -> dict[str, int]:

@@ -16,7 +16,14 @@ import torch
 
 from modelship.export.fp16 import convert_onnx_fp16
 from modelship.export.torchscript import load_torchscript
-from modelship.parity.fp16_ranges import emulate_fp16, intermediate_ranges, name_nodes, out_of_range_nodes
+from modelship.parity.fp16_ranges import (
+    emulate_fp16,
+    intermediate_ranges,
+    name_nodes,
+    node_module,
+    nodes_outside,
+    out_of_range_nodes,
+)
 from tests.cli_contract import invoke
 from tests.fp16_nets import Overflowing
 
@@ -98,3 +105,18 @@ def test_two_kept_readers_of_one_tensor_stay_valid_onnx(tmp_path: Path) -> None:
     convs = [n.name for n in fp32.graph.node if n.op_type == "Conv"][1:]  # both readers of the relu output
     converted = convert_onnx_fp16(fp32, node_block_list=convs)  # the converter writes one Cast per reader
     onnx.checker.check_model(converted, full_check=True)
+
+
+def test_legacy_node_names_give_the_full_module_path() -> None:
+    """The legacy exporter names a container's child with its parent's name in front (`conv/conv.0`)."""
+    names = ["/detector/head/cls/conv/conv.0/Conv", "/detector/backbone/body/layer1/layer1.0/conv1/Conv", "/Concat_3"]
+    graph = onnx.helper.make_graph([onnx.helper.make_node("Relu", ["x"], [f"y{i}"], name=n) for i, n in
+                                    enumerate(names)], "g", [], [])  # fmt: skip
+    assert [node_module(n) for n in graph.node] == [
+        "detector.head.cls.conv.0",
+        "detector.backbone.body.layer1.0.conv1",
+        "",
+    ]
+    model = onnx.helper.make_model(graph)
+    assert nodes_outside(model, ["detector.backbone"]) == [names[0], names[2]]
+    assert nodes_outside(model, [""]) == []

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from modelship.contract.manifest import Manifest
 from modelship.parity.box_compare import iou_matrix
+from modelship.parity.fp16_ranges import tensor_types
 from modelship.testing.shapes import LABELS, Scene, draw_scene, train_detector, train_segmenter
 from tests.cli_contract import invoke
 from tests.test_segmentation import EXPORT_MODEL, offline
@@ -69,6 +71,22 @@ def test_trained_shapes_pass_parity_in_every_format_fp16_included(served: Served
             report = artifact.parity
             assert report is not None and report.passed, (name, artifact.name, report and report.failures())
             assert report.outputs[0].kind == kind
+
+
+def test_the_fp16_onnx_detector_computes_in_float16_only_in_its_backbone(served: Served) -> None:
+    """As its TorchScript fp16 variant does: the resize (sample positions past float16's resolution), heads, box
+    decoding and NMS stay float32 (the resize in float16 left a box unmatched)."""
+    proto = onnx.load(str(served.exports["shapes_det"] / "model.fp16.onnx"))
+    weights = {w.name: w.data_type for w in proto.graph.initializer}
+    convs = {n.name: weights[n.input[1]] for n in proto.graph.node if n.op_type == "Conv"}
+    backbone = {name for name in convs if name.startswith("/detector/backbone/")}
+    assert backbone and all(convs[name] == onnx.TensorProto.FLOAT16 for name in backbone), convs
+    assert all(convs[name] == onnx.TensorProto.FLOAT for name in set(convs) - backbone), convs
+    types = tensor_types(proto)
+    resized = [
+        n.output[0] for n in proto.graph.node if n.name.startswith("/detector/transform/") and n.op_type == "Mul"
+    ]
+    assert resized and onnx.TensorProto.FLOAT16 not in {types[name] for name in resized}
 
 
 def test_the_served_detector_pipeline_finds_every_drawn_shape(served: Served, tmp_path: Path) -> None:
