@@ -41,6 +41,15 @@ def bind_problem(host: str, port: int) -> int | None:
     return None
 
 
+def listening(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """True once something accepts TCP connections on (host, port)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def is_loopback(host: str) -> bool:
     """True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost)."""
     if host == "localhost":

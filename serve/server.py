@@ -24,7 +24,7 @@ from modelship.contract.errors import ServeError
 from modelship.contract.opsets import runtime_target
 from modelship.serve.client import TritonClient
 from modelship.serve.object_store import AWS_VARIABLES, S3Location, is_object_store
-from modelship.serve.ports import check_ports, free_ports, is_loopback
+from modelship.serve.ports import check_ports, free_ports, is_loopback, listening
 from modelship.serve.restricted_api import API_KEY_HEADER, RESTRICTED_APIS, secret_headers, state_dir, write_secret
 from modelship.serve.stubs import Stub, stub_processes
 from modelship.serve.triton_install import TritonInstall, backend_directory, server_environment
@@ -58,8 +58,9 @@ def production_command(repo: Path | str, http_port: int = 8000, grpc_port: int =
 class TritonServer:
     """A local `tritonserver` process on free (or given) ports; a context manager.
 
-    `start()` returns once `/v2/health/ready` answers 200 (every model loaded) or raises ServeError with the tail
-    of the server log. `stop()` sends SIGTERM, waits `exit_timeout_s` + a margin, then kills.
+    `start()` returns once `/v2/health/ready` answers 200 (every model loaded) and the metrics port accepts
+    connections, or raises ServeError with the tail of the server log. `stop()` sends SIGTERM, waits
+    `exit_timeout_s` + a margin, then kills.
     """
 
     repo: Path | str  # a folder, or an s3:// location (serve.object_store) that tritonserver reads itself
@@ -224,7 +225,8 @@ class TritonServer:
                 code = self.process.poll()
                 if code is not None:
                     raise self._failure(f"tritonserver exited with code {code} while starting")
-                if client.ready():
+                # Triton opens its metrics endpoint after HTTP and gRPC: a scrape right after ready was refused
+                if client.ready() and listening(self._client_host, self.metrics_port):
                     return
                 time.sleep(0.1)
         raise self._failure(f"tritonserver not ready after {self.startup_timeout_s:.0f} s")
