@@ -55,8 +55,10 @@ def _inputs(path: str) -> dict[str, np.ndarray]:
 
 def _torchscript(path: str, threads: int, output: str) -> Callable[[np.ndarray], np.ndarray]:
     """A TorchScript module as the server's pytorch backend runs it (`threads` intra-op threads, inference mode),
-    answering its output `output` for one input array."""
+    answering its output `output` for one input array. torchvision is imported for its operators (a scripted
+    detector calls torchvision::nms), as the backend imports it."""
     import torch
+    import torchvision  # noqa: F401
 
     torch.set_num_threads(threads)
     module = torch.jit.load(path).eval()

@@ -9,6 +9,12 @@ shared cores needs many more, and says so.
 Two checks keep a fault from passing as a result: served faster than in-process on the same cores (ratio above
 FAULT_RATIO) cannot be true, so it is reported as a measurement fault with its likely causes; a point whose median is
 still less precise than its target after `max_pairs` is marked unstable.
+
+A point may be spread over rounds (`Round`), each in fresh processes on both sides: a 1 ms model's speed is partly a
+state of the process it runs in, fixed when the process starts (measured: one standalone process after another ran
+the same file at 0.67-1.30x the worker), so pairs from one server process and one worker measure one draw of that
+state however many there are. Round r of R takes the point to its share of the pairs, (r + 1) / R of `min_pairs`
+and of `max_pairs`, and at least one pair.
 """
 
 from __future__ import annotations
@@ -45,6 +51,22 @@ class Repetition:
             raise ValueError(f"target must be a fraction in (0, 1), got {self.target}")
 
 
+@dataclass(frozen=True)
+class Round:
+    """Round `index` (from 0) of `of`: the point's pairs due by the end of this round are `share` of them."""
+
+    index: int = 0
+    of: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.of:
+            raise ValueError(f"need 0 <= index < of, got round {self.index} of {self.of}")
+
+    @property
+    def share(self) -> float:
+        return (self.index + 1) / self.of
+
+
 def relative_error(ratios: list[float]) -> float:
     """The median's relative standard error, estimated from the ratios' standard deviation (inf for one ratio).
     Not from their median absolute deviation: with few pairs that is often near zero by chance (two equal ratios),
@@ -57,12 +79,13 @@ def relative_error(ratios: list[float]) -> float:
 
 @dataclass(frozen=True)
 class RepeatedPoint:
-    """Each side's measurements, in the order they were taken (pairs: served[i] then baseline[i]), and the
-    repetition rule they were taken under."""
+    """Each side's measurements, in the order they were taken (pairs: served[i] then baseline[i]), the repetition
+    rule they were taken under and how many rounds (fresh processes) they came from."""
 
     served: list[LoadStats]
     baseline: list[LoadStats]
     repetition: Repetition
+    rounds: int = 1
 
     @property
     def ratios(self) -> list[float]:
@@ -111,25 +134,52 @@ class RepeatedPoint:
 
     def describe(self) -> str:
         ratios = self.ratios
-        return f"median of {len(ratios)} interleaved pairs ({min(ratios):.2f}-{max(ratios):.2f}, ±{self.error:.1%})"
+        where = f" in {self.rounds} rounds of fresh processes" if self.rounds > 1 else ""
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}, ±{self.error:.1%}"
+        return f"median of {len(ratios)} interleaved pairs{where} ({spread})"
 
     def to_dict(self) -> dict[str, object]:
         return {
             "ratios": [round(r, 4) for r in self.ratios],
             "relative_error": round(self.error, 4),
+            "rounds": self.rounds,
             "served": [s.to_dict() for s in self.served],
             "inprocess": [b.to_dict() for b in self.baseline],
         }
 
 
 def interleaved(
-    served: Callable[[], LoadStats], baseline: Callable[[], LoadStats], repetition: Repetition
+    served: Callable[[], LoadStats],
+    baseline: Callable[[], LoadStats],
+    repetition: Repetition,
+    *,
+    earlier: RepeatedPoint | None = None,
+    in_round: Round = Round(),
 ) -> RepeatedPoint:
-    """Pairs, each the served side then the in-process side, as many as `repetition` asks for."""
-    pairs: list[tuple[LoadStats, LoadStats]] = []
-    while len(pairs) < repetition.max_pairs:
+    """Pairs, each the served side then the in-process side, as many as `repetition` asks for; in round r of R,
+    after `earlier` (the same point's pairs from the rounds before), up to that round's share of them."""
+    pairs = list(zip(earlier.served, earlier.baseline, strict=True)) if earlier is not None else []
+    least = math.ceil(repetition.min_pairs * in_round.share)
+    most = max(math.ceil(repetition.max_pairs * in_round.share), len(pairs) + 1)
+    while True:
         pairs.append((served(), baseline()))
         ratios = [s.throughput / b.throughput for s, b in pairs]
-        if len(pairs) >= repetition.min_pairs and relative_error(ratios) <= repetition.target:
+        if len(pairs) >= most or (len(pairs) >= least and relative_error(ratios) <= repetition.target):
             break
-    return RepeatedPoint([s for s, _ in pairs], [b for _, b in pairs], repetition)
+    return RepeatedPoint([s for s, _ in pairs], [b for _, b in pairs], repetition, in_round.index + 1)
+
+
+@dataclass
+class PointsInRound:
+    """One round of a model's points (`points`: every point so far, by name, shared by its rounds): `measure`
+    continues the point of that name in this round."""
+
+    in_round: Round
+    points: dict[str, RepeatedPoint]
+
+    def measure(
+        self, name: str, served: Callable[[], LoadStats], baseline: Callable[[], LoadStats], repetition: Repetition
+    ) -> RepeatedPoint:
+        point = interleaved(served, baseline, repetition, earlier=self.points.get(name), in_round=self.in_round)
+        self.points[name] = point
+        return point

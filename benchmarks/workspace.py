@@ -23,12 +23,14 @@ from modelship.contract.manifest import Manifest, StepTiming
 class BenchModel:
     """A benchmark model: `arch` as the loader names it, square input `resolution`; `serving_threads`: ONNX Runtime
     intra-op threads on both sides of the serving suite's comparisons (None: the publisher's default, cores per
-    instance)."""
+    instance); `serving_rounds`: how many fresh server, worker and peer processes the serving suite spreads each of
+    its points over."""
 
     key: str
     arch: str
     resolution: int = 224
     serving_threads: int | None = None
+    serving_rounds: int = 1
 
     @property
     def input_option(self) -> str:
@@ -40,8 +42,10 @@ MODELS = {
     for m in (
         # 3x224x224 requests, little compute: per-request cost shows. One thread: a 1 ms inference with two threads
         # on two shared cores runs at one of two speeds, set per process (500 or 870 inf/s here), so its ratios
-        # measured the host, not the serving path (benchmarks/README.md, "Why one thread for the small model")
-        BenchModel("small", "mobilenet_v3_small", serving_threads=1),
+        # measured the host, not the serving path (benchmarks/README.md, "Why one thread for the small model").
+        # Six rounds: even with one thread its speed is partly the process's, so one server process per run made
+        # its c1 rows move 11-15% between runs (benchmarks/README.md, "Rounds of fresh processes")
+        BenchModel("small", "mobilenet_v3_small", serving_threads=1, serving_rounds=6),
         BenchModel("resnet18", "resnet18"),
         BenchModel("resnet50", "resnet50"),
         BenchModel("resnet101", "resnet101"),

@@ -10,10 +10,11 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+import torchvision
 
 from modelship.bench.measure import InProcess, standalone_throughput
 from modelship.bench.peer import PEERS, PeerServer, PyTritonPeer, peer_sender
-from modelship.bench.repeated import FAULT_RATIO, Repetition, interleaved, relative_error
+from modelship.bench.repeated import FAULT_RATIO, PointsInRound, Repetition, Round, interleaved, relative_error
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import Plan
@@ -53,6 +54,28 @@ def test_served_faster_than_in_process_is_a_measurement_fault() -> None:
     (flag,) = point.flags()
     assert flag.startswith(f"measurement fault: served faster than in-process on the same cores (1.30 > {FAULT_RATIO})")
     assert "handicapped" in flag
+
+
+def test_a_point_spread_over_rounds_takes_its_share_of_the_pairs_in_each() -> None:
+    rule = Repetition(min_pairs=6, max_pairs=16)
+    points: dict = {}
+    steady = []  # a steady point: at least one pair a round, the minimum in all
+    noisy = []  # a noisy one: its share of the most a round, all of them in all
+    noise = iter(80.0 * (1 + 0.3 * np.random.default_rng(1).standard_normal(16)))
+    for index in range(6):
+        at = PointsInRound(Round(index, 6), points)
+        steady.append(len(at.measure("steady", lambda: stats(80.0), lambda: stats(100.0), rule).ratios))
+        noisy.append(len(at.measure("noisy", lambda: stats(next(noise)), lambda: stats(100.0), rule).ratios))
+    assert steady == [2, 3, 4, 5, 6, 7]  # the first round's one pair cannot judge its own precision
+    assert noisy == [3, 6, 8, 11, 14, 16]
+    assert (
+        points["noisy"].rounds == 6
+        and "16 interleaved pairs in 6 rounds of fresh processes" in points["noisy"].describe()
+    )
+    single = interleaved(lambda: stats(80.0), lambda: stats(100.0), rule)  # one round: the rule as it was
+    assert len(single.ratios) == 6 and single.rounds == 1 and "rounds" not in single.describe()
+    with pytest.raises(ValueError):
+        Round(6, 6)
 
 
 @pytest.mark.parametrize("bad", [{"min_pairs": 0}, {"min_pairs": 5, "max_pairs": 4}, {"target": 0}, {"target": 1}])
@@ -112,8 +135,13 @@ def test_every_registered_peer_runs_here() -> None:
 
 
 class _Boxes(torch.nn.Module):
+    """A scripted stand-in detector that, like torchvision's, calls a torchvision operator (nms)."""
+
     def forward(self, image: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"boxes": image.mean(dim=(2, 3))[:, None, :], "scores": image.amax(dim=(1, 2, 3))}
+        boxes = torch.cat([image.amin(dim=(1, 2))[:, :2], image.amax(dim=(1, 2))[:, :2] + 1], dim=1)
+        scores = image.amax(dim=(1, 2, 3))
+        keep = torchvision.ops.nms(boxes, scores, 0.5)
+        return {"boxes": boxes[keep], "scores": scores[keep]}
 
 
 def test_the_worker_runs_an_image_pipeline_per_request_with_onnx_runtime_or_torchscript(tmp_path) -> None:

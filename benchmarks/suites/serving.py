@@ -4,8 +4,10 @@ settings, in a process of its own that never ran torch (measure.InProcess). Each
 pairs (served, in-process, served, ...: repeated.interleaved) and reported as the median ratio with its range,
 flagged when it cannot be true (served faster than in-process) or stays imprecise. The peers (peer.PEERS: the
 do-it-yourself FastAPI + uvicorn + ONNX Runtime server, PyTriton around the same session) are measured the same way
-at the same points, with modelship / peer beside them. perf_analyzer measures one point as well, interleaved with
-the load generator, to show both agree."""
+at the same points, with modelship / peer beside them. A model whose speed depends on the process it runs in (a 1 ms
+inference: `BenchModel.serving_rounds`) has its points spread over rounds, each with a fresh server, worker and
+peers (repeated.Round). perf_analyzer measures one point as well, interleaved with the load generator, to show both
+agree."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from modelship.bench.loadgen import run_load
 from modelship.bench.measure import InProcess, latency_notes, served, standalone_throughput
 from modelship.bench.peer import PEERS, Peer, PeerProcess
 from modelship.bench.perf_analyzer import PerfAnalyzerUnavailable, ensure_perf_analyzer
-from modelship.bench.repeated import RepeatedPoint, interleaved
+from modelship.bench.repeated import PointsInRound, RepeatedPoint, Round, interleaved
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats
 from modelship.bench.tuning import tune_model
@@ -38,21 +40,26 @@ PA_STABILITY_PERCENT = 50
 
 def run(ws: Workspace) -> list[Row]:
     plan = ws.plan
-    repo = ws.repo(SUITE)
-    names = {key: ws.publish(repo, key) for key in plan.serving_models}
-    for key in plan.serving_models:
-        if MODELS[key].serving_threads is not None:
-            tune_model(repo / names[key], intra_op_threads=MODELS[key].serving_threads)
-    rows = []
-    loads: dict[tuple, Callable[[], LoadStats]] = {}
     missing = {peer: peer.unavailable() for peer in PEERS}
     peers = [peer for peer, why in missing.items() if why is None]
-    with TritonServer(repo) as server:
-        for key in plan.serving_models:
-            rows += _model_rows(ws, server, key, names[key], loads, peers)
-            rows += [_no_peerpoint_row(key, peer, why) for peer, why in missing.items() if why is not None]
-        rows.append(_cross_check(ws, server, names[plan.main_model], loads))
-    return rows
+    rows = []
+    for key in plan.serving_models:
+        repo = ws.repo(f"{SUITE}-{key}")
+        model = ws.publish(repo, key)
+        if MODELS[key].serving_threads is not None:
+            tune_model(repo / model, intra_op_threads=MODELS[key].serving_threads)
+        rounds = MODELS[key].serving_rounds
+        points: dict[str, RepeatedPoint] = {}
+        for index in range(rounds):
+            loads: dict[tuple, Callable[[], LoadStats]] = {}
+            with TritonServer(repo) as server:
+                in_round = PointsInRound(Round(index, rounds), points)
+                model_rows = _model_rows(ws, server, key, model, loads, peers, in_round)
+                if key == plan.main_model and index == rounds - 1:
+                    cross_check = _cross_check(ws, server, model, loads)
+        rows += model_rows  # the last round's rows hold every round's pairs
+        rows += [_no_peerpoint_row(key, peer, why) for peer, why in missing.items() if why is not None]
+    return [*rows, cross_check]
 
 
 def _model_rows(
@@ -62,13 +69,16 @@ def _model_rows(
     model: str,
     loads: dict[tuple, Callable[[], LoadStats]],
     peers: list[Peer],
+    points: PointsInRound,
 ) -> list[Row]:
-    """Every point of one model: served over each protocol and concurrency, then each peer, each against the
-    in-process worker in interleaved pairs. Each served point's load goes into `loads` (for the cross-check)."""
+    """Every point of one model in one round: served over each protocol and concurrency, then each peer, each
+    against the in-process worker in interleaved pairs, continuing the points of the rounds before. Each served
+    point's load goes into `loads` (for the cross-check)."""
     plan = ws.plan
     point_plan = replace(plan, window_s=plan.point_window_s)
     path = ws.export(key).artifact_path("onnx")
     threads = MODELS[key].serving_threads
+    rounds = f", round {points.in_round.index + 1} of {points.in_round.of}" if points.in_round.of > 1 else ""
     rows = []
     with InProcess(path, threads) as inprocess, contextlib.ExitStack() as stack:
         started = []
@@ -82,23 +92,24 @@ def _model_rows(
             outputs = inprocess.outputs(inputs)
             baseline = functools.partial(inprocess.measure, inputs, point_plan)
             for protocol, concurrency in itertools.product(plan.protocols, plan.concurrencies[key]):
-                ws.log(f"serving: {key} batch {batch} concurrency {concurrency} {protocol}")
+                ws.log(f"serving: {key} batch {batch} concurrency {concurrency} {protocol}{rounds}")
                 send = loads[key, batch, concurrency, protocol] = functools.partial(
                     served, server, protocol, model, inputs, outputs, point_plan, concurrency=concurrency
                 )
-                point = interleaved(send, baseline, plan.repetition)
-                rows.append(point_row(f"{key} onnx b{batch} c{concurrency} {protocol}", point, plan, threads=threads))
+                case = f"{key} onnx b{batch} c{concurrency} {protocol}"
+                point = points.measure(case, send, baseline, plan.repetition)
+                rows.append(point_row(case, point, plan, threads=threads))
             at = BatchPoint(key, batch, inputs, outputs, baseline)
             for peer, process in started:
-                rows += _peer_rows(ws, peer, process, at, loads)
+                rows += _peer_rows(ws, peer, process, at, loads, points)
             if batch == plan.batches[0]:
-                ws.log(f"serving: in-process baseline vs a standalone program, {key} batch {batch}")
+                ws.log(f"serving: in-process baseline vs a standalone program, {key} batch {batch}{rounds}")
                 alone = functools.partial(standalone_throughput, path, inputs, point_plan, threads)
-                check = interleaved(baseline, alone, plan.repetition)
+                case = f"{key} onnx b{batch} c1 in-process baseline"
+                check = points.measure(case, baseline, alone, plan.repetition)
                 flags = check.unstable()
                 if abs(check.ratio - 1) > BASELINE_TOLERANCE:
                     flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
-                case = f"{key} onnx b{batch} c1 in-process baseline"
                 rows.append(point_row(case, check, plan, STANDALONE_RATIO, flags=flags, threads=threads))
     return rows
 
@@ -151,7 +162,12 @@ class BatchPoint:
 
 
 def _peer_rows(
-    ws: Workspace, peer: Peer, process: PeerProcess, at: BatchPoint, loads: dict[tuple, Callable[[], LoadStats]]
+    ws: Workspace,
+    peer: Peer,
+    process: PeerProcess,
+    at: BatchPoint,
+    loads: dict[tuple, Callable[[], LoadStats]],
+    points: PointsInRound,
 ) -> list[Row]:
     """A peer at the same concurrencies: its served / in-process, then modelship gRPC / peer measured in direct
     interleaved pairs (modelship, peer, modelship, ...), not as a quotient of two medians, which carries both
@@ -176,13 +192,14 @@ def _peer_rows(
         label = f"{case} {peer.label} ({peer.protocol})"
         ours = loads.get((at.key, at.batch, concurrency, "grpc"))
         try:
-            point = interleaved(load, at.baseline, plan.repetition)
+            point = points.measure(label, load, at.baseline, plan.repetition)
             rows.append(point_row(label, point, plan, threads=threads))
             if ours is not None:
                 ws.log(f"serving: modelship gRPC vs {peer.label} {at.key} batch {at.batch} concurrency {concurrency}")
-                direct = interleaved(ours, load, plan.repetition)
+                versus = f"{case} grpc vs {peer.label}"
+                direct = points.measure(versus, ours, load, plan.repetition)
                 ratio_of = "modelship gRPC / peer throughput (direct pairs)"
-                rows.append(point_row(f"{case} grpc vs {peer.label}", direct, plan, ratio_of, flags=direct.unstable()))
+                rows.append(point_row(versus, direct, plan, ratio_of, flags=direct.unstable()))
         except (RuntimeError, OSError) as exc:  # the peer failed: its row says why, the suite goes on
             why = f"the peer failed: {exc}; its log: {process.last_error()}"
             rows.append(Row(SUITE, label, None, "served / in-process throughput", None, None, "inf/s", why))

@@ -17,7 +17,7 @@ TABLE_WIDTH = 200
 
 
 @click.command("bench", cls=GuardedCommand)
-@click.option("--quick", is_flag=True, help="Small model, short windows, fewer pairs: indicative figures, about 6 min.")
+@click.option("--quick", is_flag=True, help="Small model, short windows, fewer pairs: indicative, about 10 min.")
 @click.option(
     "--suite",
     "suites",
