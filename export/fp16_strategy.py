@@ -38,6 +38,11 @@ from modelship.parity.fp16_ranges import (
 )
 from modelship.parity.isolation import Worker
 
+BISECT_STEP = "bisect fp16 modules"
+# emulated fp16 runs the bisection may take: each verifies every input set (1 s for a 7-class SSDlite's 22 images,
+# about 10 s with 91 classes, where an unbounded bisection ran for 20 minutes)
+BISECT_TRIALS = 24
+
 
 def torchscript_keep_modules(build: Build, name: str, report: ParityReport) -> list[KeptModule]:
     """The modules to keep in fp32 in a TorchScript fp16 artifact that failed, measured on the batch it failed."""
@@ -80,7 +85,7 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
             break
     assert report is not None
     if not report.passed:
-        with build.steps("bisect fp16 modules", name):
+        with build.steps(BISECT_STEP, name):
             found = _bisect_fp16(build, fp32, block, nodes, io)
         if found:
             keep_modules += found
@@ -147,7 +152,9 @@ def graph_sets(sets: Sequence[dict[str, np.ndarray]], io: IOSpec) -> list[dict[s
 
 def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str], io: IOSpec) -> list[str]:
     """The fewest modules, from the first one that diverges onwards, whose nodes kept in fp32 make the emulated
-    fp16 run pass; [] when even all of them do not."""
+    fp16 run pass; [] when even all of them do not. At most BISECT_TRIALS emulated runs, each shown as progress:
+    past them a set counts as failing, so the halving keeps every module it has not yet cleared (more kept in
+    fp32, never a set that fails)."""
     from modelship.parity.localize import localize_onnx, minimal_keep
 
     emulated = emulate_fp16(fp32, nodes, block)
@@ -156,9 +163,18 @@ def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], node
     start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)
     tolerance = build.spec.tolerance("fp16")
 
+    trials = 0
+
     def passes(chosen: list[str]) -> bool:
+        nonlocal trials
+        if trials >= BISECT_TRIALS:
+            return False
+        trials += 1
         runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen), io)
-        return build.verification.judge(runner, tolerance).passed
+        passed = build.verification.judge(runner, tolerance).passed
+        verdict = "passes" if passed else "fails"
+        build.steps.progress(BISECT_STEP, f"run {trials}/{BISECT_TRIALS}: {len(chosen)} modules in fp32 {verdict}")
+        return passed
 
     candidates = modules[start:]
     return minimal_keep(candidates, passes) if candidates and passes(candidates) else []

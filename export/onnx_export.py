@@ -28,6 +28,7 @@ from modelship.contract.errors import ExportError, UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import sha256_file
 from modelship.contract.opsets import RuntimeTarget
+from modelship.export.torchscript import jit_deprecation_silenced
 
 EXPORTERS = ("dynamo", "legacy")
 DEFAULT_EXPORTER = "dynamo"  # unless the task's models need another (modelship.tasks: Task.onnx_exporter)
@@ -67,7 +68,7 @@ def export_onnx(
     else:
         kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io, placeholders)}
     try:
-        with warnings.catch_warnings():
+        with jit_deprecation_silenced(), warnings.catch_warnings():  # the legacy exporter scripts parts itself
             # Explained noise only. Legacy: its deprecation notice (the user chose --exporter legacy) and a
             # deprecated helper torch calls internally. Dynamo: inputs sharing an axis share one Dim, and torch
             # says it skips renaming the duplicates (the axis keeps its name).
@@ -76,6 +77,8 @@ def export_onnx(
             warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
             # torchvision's detectors build size tensors from tensors as they are traced (harmless: same values)
             warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
+            # the detector wrapper's own torch.tensor calls: fixed sizes, and clip bounds as torchvision traces them
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"modelship\.checkpoint\.")
             proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=exporter == "dynamo")
     except Exception as exc:
         system = _system_cause(exc)

@@ -18,6 +18,8 @@ class Listener(Protocol):
 
     def finished(self, step: str, seconds: float, ok: bool) -> None: ...
 
+    def progress(self, step: str, message: str) -> None: ...
+
 
 class Steps:
     """Times named steps, tells the listener, keeps the list for the manifest."""
@@ -40,6 +42,11 @@ class Steps:
             self.timings.append(StepTiming(step, seconds, artifact, ok))
             if self._listener:
                 self._listener.finished(step, seconds, ok)
+
+    def progress(self, step: str, message: str) -> None:
+        """Tell the listener how far a long running `step` has got."""
+        if self._listener:
+            self._listener.progress(step, message)
 
     def seconds(self, artifact: str) -> dict[str, float]:
         """Per-step seconds of one artifact, keyed by the step's first word (script, export, convert, verify)."""

@@ -12,6 +12,7 @@ innermost) is the answer, with its error figures and the ops inside it.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -161,7 +162,23 @@ def localize_onnx(
              for i in session.get_inputs()}  # fmt: skip
     names = list(dict.fromkeys(wanted.values()))
     values = dict(zip(names, session.run(names, feeds), strict=True))
-    return _first(artifact, order, eager, lambda m: values.get(wanted[m]) if m in wanted else None, precision, ops)
+    reference = eager | _folded_norms(model, order, eager, closing)
+    return _first(artifact, order, reference, lambda m: values.get(wanted[m]) if m in wanted else None, precision, ops)
+
+
+def _folded_norms(
+    model: Any, order: list[str], eager: dict[str, np.ndarray], closing: dict[str, str]
+) -> dict[str, np.ndarray]:
+    """For each module whose graph tensor is its output and the next module's, a BatchNorm the exporter folded
+    into its Conv (the norm has no node of its own): the norm's eager output, which that tensor is."""
+    from torch import nn
+
+    modules = dict(model.named_modules())
+    return {
+        before: eager[after]
+        for before, after in itertools.pairwise(order)
+        if after not in closing and isinstance(modules.get(after), nn.modules.batchnorm._BatchNorm)
+    }
 
 
 def localize_torchscript(

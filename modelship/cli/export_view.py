@@ -40,6 +40,10 @@ class ProgressListener:
             mark = "[green]✓[/]" if ok else "[red]✗[/]"
             self.console.print(f"{mark} {step} [dim]{seconds:.2f} s[/]")
 
+    def progress(self, step: str, message: str) -> None:
+        with self._lock:
+            self.console.print(f"  {escape(step)}: {escape(message)}", style="dim")
+
     def _show(self) -> None:
         if not self._running:
             if self._status is not None:
