@@ -107,3 +107,24 @@ def test_a_module_output_is_recorded_before_an_in_place_activation_rewrites_it()
     order, outputs, _ = eager_trace(model, (torch.randn(1, 3, 8, 8),))
     assert order == ["0", "1", "2"]
     assert outputs["1"].min() < 0 and outputs["2"].min() == 0
+
+
+def test_a_conv_is_compared_with_the_batchnorm_folded_into_it(tmp_path: Path) -> None:
+    """The exporter folds an eval BatchNorm into the Conv before it: the Conv's graph tensor is the norm's output,
+    so an exact graph shows no divergence there (it was named the first divergence, cosine 0.80, in SSDlite)."""
+    from modelship.contract.iospec import IOSpec, TensorSpec
+    from modelship.parity.localize import localize_onnx
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+    with torch.no_grad():
+        model[1].running_mean.uniform_(-2, 2)
+        model[1].running_var.uniform_(0.1, 4)
+    path = tmp_path / "model.onnx"
+    x = torch.randn(1, 3, 8, 8)
+    torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], dynamo=False)
+    proto = onnx.load(path)
+    assert "BatchNormalization" not in {n.op_type for n in proto.graph.node}  # folded
+    io = IOSpec(inputs=(TensorSpec("x", (1, 3, 8, 8)),))
+    found = localize_onnx(proto, model, io, {"x": x.numpy()}, "fp32", "onnx")
+    assert found.first is None and found.compared >= 2, found
