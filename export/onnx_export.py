@@ -68,7 +68,7 @@ def export_onnx(
     else:
         kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io, placeholders)}
     try:
-        with jit_deprecation_silenced(), warnings.catch_warnings():  # the legacy exporter scripts parts itself
+        with jit_deprecation_silenced(), warnings.catch_warnings():  # torchvision scripts box helpers when traced
             # Explained noise only. Legacy: its deprecation notice (the user chose --exporter legacy) and a
             # deprecated helper torch calls internally. Dynamo: inputs sharing an axis share one Dim, and torch
             # says it skips renaming the duplicates (the axis keeps its name).
