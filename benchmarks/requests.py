@@ -49,6 +49,9 @@ class Sender:
     ):
         from tritonclient.utils import np_to_triton_dtype
 
+        from modelship.serve.client_heap import keep_large_buffers
+
+        keep_large_buffers()  # the load generator is a client: as modelship's TritonClient, no fresh pages per request
         self.headers = headers or {}  # the server's restricted-API secret: shared-memory registration needs it
         self.module = _module(protocol)
         self.protocol = protocol

@@ -74,6 +74,9 @@ class Plan:
     transport_batch: int = 8
     pa_window_ms: int = 3000
     repetition: Repetition = field(default_factory=Repetition)  # interleaved pairs per serving point
+    # the baseline / standalone check: each standalone measurement is a fresh process, and the small model's pairs
+    # spread 0.67-1.19 (2026-12-03); 16 pairs knew the median to ±2.7-3.5%, too coarse to judge a 5% bound
+    baseline_repetition: Repetition = field(default_factory=lambda: Repetition(12, 36, 0.015))
     point_window_s: float = 1.0  # each side's window in one pair
     warmup_s: float = 0.25  # each side's untimed warmup before its window
 
@@ -109,6 +112,7 @@ class Plan:
             growth_batches=(1, 8, 32),
             pa_window_ms=1000,
             repetition=Repetition(min_pairs=4, max_pairs=10, target=0.04),
+            baseline_repetition=Repetition(min_pairs=6, max_pairs=18, target=0.025),
             point_window_s=0.5,
             warmup_s=0.15,
         )

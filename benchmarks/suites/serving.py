@@ -106,7 +106,7 @@ def _model_rows(
                 ws.log(f"serving: in-process baseline vs a standalone program, {key} batch {batch}{rounds}")
                 alone = functools.partial(standalone_throughput, path, inputs, point_plan, threads)
                 case = f"{key} onnx b{batch} c1 in-process baseline"
-                check = points.measure(case, baseline, alone, plan.repetition)
+                check = points.measure(case, baseline, alone, plan.baseline_repetition)
                 flags = check.unstable()
                 if abs(check.ratio - 1) > BASELINE_TOLERANCE:
                     flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
