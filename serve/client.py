@@ -7,7 +7,7 @@ concurrency), model metadata, and the repository API (index, config, load, unloa
         many = client.infer_many("digits_onnx", [{"image": b} for b in batches])  # concurrent requests
 
 A client process keeps its large request buffers in its heap (`client_heap.keep_large_buffers`): with glibc's
-defaults every 600 kB request faulted fresh pages in, about 1 ms of a small model's 5 ms request.
+defaults every 600 kB request sent from the main thread faulted fresh pages in, about 1 ms per request.
 
 Every failure a user can cause is a ClientError with a one-line message: server down, unknown model, missing or
 unexpected input, wrong dtype, wrong shape, batch over max_batch_size, a refused repository request. Inputs are

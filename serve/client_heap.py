@@ -2,12 +2,14 @@
 fresh pages.
 
 tritonclient builds every request anew: a 3x224x224 float32 tensor is a 600 kB protobuf arena plus a 600 kB
-serialized message (gRPC), or a 600 kB body (HTTP). With glibc's default settings those blocks come from the top of
-the heap, and the heap is trimmed again when they are freed. So every request moves the heap's end back and forth
-(four `brk` calls) and faults 300 fresh pages in. Measured on 2 cores (2026-12-04): building and serializing one
-such gRPC request took 0.90-1.1 ms with the defaults and 0.04-0.05 ms with large buffers kept. Served through
-Triton at batch 1, the small benchmark model's gRPC throughput rose from 152 to 193 inf/s in interleaved runs, and
-the client's share of a request's latency fell from 2.7 to 1.3 ms.
+serialized message (gRPC), or a 600 kB body (HTTP). On a process's main thread, with glibc's default settings, those
+blocks come from the top of the heap, and the heap is trimmed again when they are freed. So every request moves the
+heap's end back and forth (four `brk` calls) and faults 300 fresh pages in. Measured on 2 cores (2026-12-04),
+building and serializing one such gRPC request took 1.2 ms on the main thread, with torch imported or not. With
+large buffers kept it took 0.044 ms. Other threads allocate from arenas of their own, which do not shrink this way:
+0.05 ms with the defaults. So a script that sends from its main thread (as `modelship infer` does) pays about 1 ms
+per request, a fifth of the small benchmark model's served latency. The bench's load generator sends from threads
+and did not pay it.
 
 `keep_large_buffers()` sets glibc's mmap threshold to 32 MiB and its trim threshold to 64 MiB for this process,
 once. Blocks up to 32 MiB then come from the heap. Up to 64 MiB of freed heap then stays with the process for the

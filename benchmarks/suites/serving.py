@@ -34,8 +34,10 @@ PEER_CONCURRENCIES = (1, 4)  # where modelship is compared with the peers
 STANDALONE_RATIO = "bench's in-process worker / a standalone program"
 BASELINE_TOLERANCE = 0.05
 # perf_analyzer's own stability rule (3 windows within 20%) failed on this machine's noise and killed the row; the
-# interleaved pairs judge stability here, so perf_analyzer only has to finish
+# interleaved pairs judge stability here, so perf_analyzer only has to finish. With 5 trials it still failed on
+# 2026-12-04 (resnet50 b8 c4: about 20 requests per 3 s window); 10 is perf_analyzer's own default
 PA_STABILITY_PERCENT = 50
+PA_MAX_TRIALS = 10
 
 
 def run(ws: Workspace) -> list[Row]:
@@ -228,6 +230,7 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
         concurrency=point["concurrency"],
         window_ms=plan.pa_window_ms,
         stability_percent=PA_STABILITY_PERCENT,
+        max_trials=PA_MAX_TRIALS,
     )
     ws.log(f"serving: perf_analyzer {case}")
     try:  # perf_analyzer's own stability trials make each of its measurements long: fewer pairs
