@@ -51,7 +51,9 @@ class Sender:
 
         from modelship.serve.client_heap import keep_large_buffers
 
-        keep_large_buffers()  # the load generator is a client: as modelship's TritonClient, no fresh pages per request
+        # as modelship's TritonClient does; only a caller on the main thread gains (the load generator's threads
+        # never paid for fresh pages, measured 2026-12-04)
+        keep_large_buffers()
         self.headers = headers or {}  # the server's restricted-API secret: shared-memory registration needs it
         self.module = _module(protocol)
         self.protocol = protocol
