@@ -114,6 +114,11 @@ def canonical_arch(name: str) -> str:
     return model
 
 
+def is_registry_arch(arch: str) -> bool:
+    """A canonical torchvision name or timm/NAME: an architecture whose default build modelship knows."""
+    return arch.startswith(TIMM_PREFIX) or arch in torchvision_models()
+
+
 def check_data_arch(arch: Any, arch_kwargs: Any, *, file: str, field: str = "arch", trust: bool = False) -> None:
     """Refuse what a data file may not ask for: an import path (`pkg.module:Factory`) or arch_kwargs other than
     plain JSON values of FILE_ARCH_KWARGS. Nothing is imported here. `trust` (--trust-checkpoint) lifts both."""

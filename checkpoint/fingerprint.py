@@ -7,6 +7,7 @@ carries a multiple of that count are its head (a detector's box regressor has 4 
 classifier one per anchor and class). Its signature is a hash of the other
 keys and shapes (the body) plus the head's shapes with the class dimension left open, so one checkpoint lookup
 finds exact matches, infers num_classes from the head, and also spots a checkpoint whose head was stripped.
+`read_arch_kwargs` does the same for the one architecture named with --arch.
 Signatures are cached in the process and on disk (~/.cache/modelship, keyed by torch/torchvision/timm versions).
 """
 
@@ -16,7 +17,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -39,6 +40,7 @@ from modelship.contract.errors import ArchitectureError
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
 SIGNATURE_SCHEMA = 2  # the cache file's layout: 2 = head dims as -k (multiples of the class count)
 AUX_VARIANT = "+aux"  # a candidate name suffix: the model built with its auxiliary head (aux_loss=True)
+AUX_HEAD = "aux_classifier"  # the auxiliary head's module in torchvision's segmenters
 Shapes = dict[str, tuple[int, ...]]
 
 
@@ -82,8 +84,12 @@ def detection_candidates() -> list[str]:
 def segmentation_candidates() -> list[str]:
     """Every torchvision segmentation model, and those with an auxiliary head once more with it (AUX_VARIANT)."""
     names = list(torchvision_segmentation_models())
-    with_aux = [n for n in names if builder_takes(n, "aux_loss")]
-    return names + [n + AUX_VARIANT for n in with_aux]
+    return names + [n + AUX_VARIANT for n in names if _has_aux(n)]
+
+
+def _has_aux(arch: str) -> bool:
+    """A torchvision segmenter that can be built with an auxiliary head (aux_loss)."""
+    return arch in torchvision_segmentation_models() and builder_takes(arch, "aux_loss")
 
 
 def compute_signature(candidate: str) -> Signature | None:
@@ -224,20 +230,46 @@ def fingerprint(
         if sig is not None and sig.keys - len(sig.head) <= len(normalized) <= sig.keys:
             by_head.setdefault(frozenset(sig.head), []).append(sig)
     for head_keys, sigs in by_head.items():
-        body = body_hash({k: s for k, s in normalized.items() if k not in head_keys})
-        present = head_keys & normalized.keys()
-        for sig in (s for s in sigs if s.body == body):
-            if not present:
-                result.headless.append(Match(sig.arch, dict(sig.arch_kwargs), None, sorted(head_keys)))
-                continue
-            num_classes = _head_classes(sig, normalized) if present == head_keys else None
-            if num_classes is not None:
-                kwargs = dict(sig.arch_kwargs)
-                if num_classes != sig.default_num_classes:
-                    kwargs["num_classes"] = num_classes
-                result.matches.append(Match(sig.arch, kwargs, num_classes, sorted(head_keys)))
+        body = _body_hash(normalized, head_keys)
+        for match in filter(None, (_match(sig, normalized, body) for sig in sigs)):
+            (result.headless if match.num_classes is None else result.matches).append(match)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def read_arch_kwargs(arch: str, shapes: Shapes, progress: Callable[[int, int], None] | None = None) -> Match | None:
+    """The build kwargs a registry architecture needs to hold these weights (num_classes, a segmenter's aux_loss),
+    read off them as `fingerprint` reads every candidate: `arch` without and with its auxiliary head, compared
+    with the same signatures. None when neither fits or the checkpoint has no head."""
+    normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
+    variants = [arch, arch + AUX_VARIANT] if _has_aux(arch) else [arch]
+    signatures, _ = STORE.get_many(variants, progress)
+    for sig in filter(None, signatures):
+        match = _match(sig, normalized, _body_hash(normalized, sig.head.keys()))
+        if match is not None and match.num_classes is not None:
+            return match
+    return None
+
+
+def _body_hash(shapes: Shapes, head_keys: Collection[str]) -> str:
+    return body_hash({k: s for k, s in shapes.items() if k not in head_keys})
+
+
+def _match(sig: Signature, shapes: Shapes, body: str) -> Match | None:
+    """`sig` against the checkpoint's shapes (`body`: their hash without the signature's head keys): a match with
+    the class count its head implies, a headless match (num_classes None), or None."""
+    if sig.body != body:
+        return None
+    present = sig.head.keys() & shapes.keys()
+    if not present:
+        return Match(sig.arch, dict(sig.arch_kwargs), None, sorted(sig.head))
+    num_classes = _head_classes(sig, shapes) if present == sig.head.keys() else None
+    if num_classes is None:
+        return None
+    kwargs = dict(sig.arch_kwargs)
+    if num_classes != sig.default_num_classes:
+        kwargs["num_classes"] = num_classes
+    return Match(sig.arch, kwargs, num_classes, sorted(sig.head))
 
 
 def _head_classes(sig: Signature, shapes: Shapes) -> int | None:

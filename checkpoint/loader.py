@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from modelship.checkpoint.arch import build_model
+from modelship.checkpoint.arch import build_model, is_registry_arch
 from modelship.checkpoint.detector import DetectorTensors, is_detector
 from modelship.checkpoint.fingerprint import default_num_classes
 from modelship.checkpoint.hf_folder import HFFolder, is_hf_checkpoint, read_hf_folder
@@ -32,7 +32,7 @@ from modelship.checkpoint.reading import (
     read_checkpoint,
     select_state_dict,
 )
-from modelship.checkpoint.resolve import ArchChoice, resolve_arch, timm_train_args
+from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch, timm_train_args
 from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, PreprocessError, UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.labels import clean_labels
@@ -101,7 +101,7 @@ def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | N
 
 
 def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int], None] | None) -> LoadedModel:
-    folder = read_hf_folder(options.checkpoint, options.arch) if is_hf_checkpoint(options.checkpoint) else None
+    folder = _hf_folder(options, report)
     path = folder.weights if folder else options.checkpoint
     key_map = load_key_map(options.key_map) if options.key_map else KeyMap()
     check_file(path)
@@ -136,15 +136,15 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     try:
         aligned = _align(state_dict, model, key_map, options, report, path)
     except KeyMappingError:
-        classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report, choice.arch)
+        classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report)
         if classes is None:
             raise
-        heads = ", ".join(m["key"] for m in report.shape_mismatches)
+        heads = [m["key"] for m in report.shape_mismatches]
         choice.arch_kwargs = {**choice.arch_kwargs, "num_classes": classes}  # the head's size, read off the weights
         report.arch_kwargs = choice.arch_kwargs
         model = build_model(choice.arch, choice.arch_kwargs)
         aligned = _align(state_dict, model, key_map, options, report, path)
-        report.notes.append(f"num_classes={classes} inferred from the head's weights ({heads})")
+        report.notes.append(inferred_note("num_classes", classes, "the head's weights", heads))
     _copy_weights(model, aligned)
     if getattr(model, "aux_classifier", None) is not None and not options.keep_aux:
         model.aux_classifier = None  # torchvision's segmentation models then return {"out"} alone
@@ -163,6 +163,18 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     return LoadedModel(
         model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report, preprocess
     )
+
+
+def _hf_folder(options: LoadOptions, report: LoadReport) -> HFFolder | None:
+    """The Hugging Face checkpoint at the path, read from its config.json; None for a plain checkpoint, and when
+    --arch names the code that builds the model (`package.module:Factory`): the factory wins over a config.json
+    beside the weights, which is then not read (the weights file is loaded as a plain checkpoint)."""
+    if not is_hf_checkpoint(options.checkpoint):
+        return None
+    if options.arch and ":" in options.arch:
+        report.notes.append(f"{options.arch} builds the model (--arch): the config.json beside the weights is not read")
+        return None
+    return read_hf_folder(options.checkpoint, options.arch)
 
 
 def _load_text_model(
@@ -332,21 +344,23 @@ def _align(
     return aligned
 
 
-def _head_classes(report: LoadReport, arch: str) -> int | None:
+def _head_classes(report: LoadReport) -> int | None:
     """The class count when the only problem is a re-sized head: every mismatch differs in its first dimension
-    alone, each in proportion to the class count (the model was built with the architecture's default; a box
-    regressor has 4 rows per class, an anchor head one per anchor and class), and nothing is missing or unexpected.
-    None when that is ambiguous."""
+    alone, each in proportion to the class count the model was built with (a box regressor has 4 rows per class,
+    an anchor head one per anchor and class), and nothing is missing or unexpected. A factory's default class
+    count is unknown (an import path, a transformers class): there the head's rows are the classes. None when that
+    is ambiguous."""
     mismatches = report.shape_mismatches
     if report.missing_keys or report.unexpected_keys or not mismatches:
         return None
-    if not all(m["checkpoint"][1:] == m["model"][1:] and m["checkpoint"][0] != m["model"][0] for m in mismatches):
+    if not all(m["checkpoint"][1:] == m["model"][1:] and 0 < m["model"][0] != m["checkpoint"][0] for m in mismatches):
         return None
-    sizes = {m["checkpoint"][0] for m in mismatches}
-    if len(sizes) == 1:
-        return sizes.pop()
-    default = default_num_classes(arch)
-    implied = {m["checkpoint"][0] * default / m["model"][0] for m in mismatches}
+    arch = report.arch or ""
+    if not is_registry_arch(arch):
+        sizes = {m["checkpoint"][0] for m in mismatches}
+        return sizes.pop() if len(sizes) == 1 else None
+    built = report.arch_kwargs.get("num_classes", default_num_classes(arch))
+    implied = {m["checkpoint"][0] * built / m["model"][0] for m in mismatches}
     classes = implied.pop() if len(implied) == 1 else 0
     return int(classes) if classes == int(classes) and classes > 0 else None
 
@@ -355,9 +369,9 @@ def _mismatch_hint(report: LoadReport) -> str:
     if report.suggestions:
         rules = "; ".join(s["toml"].replace("\n", " ") for s in report.suggestions[:3])
         return f"these look renamed; put in a --key-map TOML file: {rules}"
-    classes = _head_classes(report, report.arch)
+    classes = _head_classes(report)
     if classes is not None:
-        return f"the head has {classes} outputs: pass --arch-kwargs '{{\"num_classes\": {classes}}}'"
+        return f"the head holds {classes} classes: pass --arch-kwargs '{{\"num_classes\": {classes}}}'"
     parts = []
     if report.missing_keys:
         globs = " ".join(f"--allow-missing '{p}.*'" for p, _ in group_keys(report.missing_keys, 3))

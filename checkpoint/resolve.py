@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, timm_models
-from modelship.checkpoint.fingerprint import FingerprintResult, Match, fingerprint
+from modelship.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, is_registry_arch, timm_models
+from modelship.checkpoint.fingerprint import AUX_HEAD, FingerprintResult, Match, fingerprint, read_arch_kwargs
+from modelship.checkpoint.keymap import strip_all_wrappers
+from modelship.checkpoint.matching import summarize
 from modelship.checkpoint.metadata import sidecar_path
 from modelship.contract.errors import ArchitectureError, ModelshipError
 
@@ -56,7 +58,7 @@ def resolve_arch(
     unless `trust` (--trust-checkpoint), so reading a file never imports or calls code it names.
     """
     if flag:
-        return ArchChoice(canonical_arch(flag), dict(flag_kwargs or {}), "flag", "--arch")
+        return _from_flag(canonical_arch(flag), dict(flag_kwargs or {}), shapes, progress)
     notes: list[str] = []
     sidecar = str(sidecar_path(Path(checkpoint_name)))
     sources = [
@@ -78,6 +80,31 @@ def resolve_arch(
             kwargs.update(flag_kwargs)
         return ArchChoice(arch, kwargs, source, detail, notes=notes)
     return _from_fingerprint(shapes, flag_kwargs, checkpoint_name, notes, progress)
+
+
+def _from_flag(
+    arch: str, given: dict[str, Any], shapes: Shapes, progress: Callable[[int, int], None] | None
+) -> ArchChoice:
+    """--arch: a registry architecture is built with the kwargs its weights imply (num_classes, a segmenter's
+    aux_loss), read as the fingerprint reads them, each noted; an --arch-kwargs entry wins over what the weights
+    say. An import path is built with --arch-kwargs alone."""
+    match = read_arch_kwargs(arch, shapes, progress) if is_registry_arch(arch) else None
+    if match is None:
+        return ArchChoice(arch, given, "flag", "--arch")
+    inferred = {k: v for k, v in match.arch_kwargs.items() if k not in given}
+    keys = [strip_all_wrappers(k) for k in shapes]
+    evidence = {
+        "num_classes": ("the head's weights", [k for k in keys if k in match.head_keys]),
+        "aux_loss": ("the auxiliary head's weights", [k for k in keys if k.startswith(f"{AUX_HEAD}.")]),
+    }
+    notes = [inferred_note(k, v, *evidence[k]) for k, v in inferred.items()]
+    return ArchChoice(arch, {**inferred, **given}, "flag", "--arch", notes=notes)
+
+
+def inferred_note(kwarg: str, value: Any, part: str, keys: list[str]) -> str:
+    """The report's note for a build kwarg read off the weights: its value and the tensors it was read from."""
+    shown = ", ".join(keys) if len(keys) <= 4 else summarize(keys, 2)
+    return f"{kwarg}={value} inferred from {part} ({shown})"
 
 
 def _from_fingerprint(
