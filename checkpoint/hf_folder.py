@@ -50,6 +50,7 @@ class HFFolder:
     tokenizer_spec: TokenizerSpec | None
     pooling: Pooling | None = None  # sentence embeddings only
     labels: list[str] | None = None
+    arch_from_flag: bool = False  # the class came from --arch, not from config.json's architectures
 
     @property
     def arch(self) -> str:
@@ -82,8 +83,8 @@ def read_hf_folder(path: Path, arch: str | None = None) -> HFFolder:
     task = EMBEDDING_TASK if pooling else _head_task(root, architecture)
     tokenizer = _tokenizer_file(root, folder)
     spec = _tokenizer_spec(root, folder, config, tokenizer) if tokenizer else None
-    labels = _labels(config) if task != EMBEDDING_TASK else None
-    return HFFolder(root, config, weights, architecture, task, tokenizer, spec, pooling, labels)
+    labels = _labels(root, config) if task != EMBEDDING_TASK else None
+    return HFFolder(root, config, weights, architecture, task, tokenizer, spec, pooling, labels, arch is not None)
 
 
 def _json(path: Path, *, quiet: bool = False) -> dict[str, Any]:
@@ -159,7 +160,13 @@ def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
             )
         return arch.removeprefix(ARCH_PREFIX)
     names = config.get("architectures") or []
-    if not names or not isinstance(names[0], str):
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        example = names if isinstance(names, str) else "BertForSequenceClassification"
+        raise CheckpointError(
+            f"{root / CONFIG_FILE}: 'architectures' must be a list of class names, not {json.dumps(names)[:80]}",
+            hint=f'write it as "architectures": ["{example}"], or pass --arch {ARCH_PREFIX}CLASS',
+        )
+    if not names:
         raise CheckpointError(
             f"{root / CONFIG_FILE} names no architecture ('architectures' is empty)",
             hint=f"pass --arch {ARCH_PREFIX}CLASS, e.g. {ARCH_PREFIX}BertForSequenceClassification",
@@ -242,12 +249,29 @@ def _pad(saved: dict, tokenizer_config: dict, config: dict, tokenizer: Path) -> 
     )
 
 
-def _labels(config: dict[str, Any]) -> list[str] | None:
+def _labels(root: Path, config: dict[str, Any]) -> list[str] | None:
+    """The labels of id2label in output order; a CheckpointError unless its keys are exactly 0..n-1 (transformers
+    sizes the head by the number of labels: n outputs)."""
     mapping = config.get("id2label")
-    if not isinstance(mapping, dict) or not mapping:
+    if not mapping:
         return None
-    try:
-        indexed = {int(k): str(v) for k, v in mapping.items()}
-    except ValueError:
-        return None
-    return [indexed.get(i, f"LABEL_{i}") for i in range(max(indexed) + 1)]
+    if not isinstance(mapping, dict):
+        raise CheckpointError(
+            f"{root / CONFIG_FILE}: id2label must map output indexes to labels, not {json.dumps(mapping)[:80]}",
+            hint='write it as {"0": "first label", "1": "second label", ...}',
+        )
+    indexes = {_index(key): str(label) for key, label in mapping.items()}
+    size = len(mapping)
+    if set(indexes) != set(range(size)):
+        keys = ", ".join(repr(_index(key)) for key in list(mapping)[:6])
+        raise CheckpointError(
+            f"{root / CONFIG_FILE}: id2label has keys {keys}{', ...' if size > 6 else ''}; a head of {size} outputs "
+            f"needs exactly 0..{size - 1}",
+            hint=f'key id2label by output index, "0" to "{size - 1}", one label per output',
+        )
+    return [indexes[i] for i in range(size)]
+
+
+def _index(key: str) -> int | str:
+    """An id2label key as an output index, or the key itself when it is not one."""
+    return int(key) if key.isdigit() else key

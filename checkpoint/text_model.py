@@ -13,32 +13,52 @@ import torch
 from torch import nn
 
 from modelship.checkpoint.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
-from modelship.contract.errors import ArchitectureError
+from modelship.contract.errors import ArchitectureError, CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
+from modelship.preprocess.text import token_ids
 
 SEQUENCE = "sequence"
+NOT_CONFIG_FIELDS = ("architectures", "transformers_version", "model_type")  # config.json's, not the config class's
 
 
 def build_text_model(folder: HFFolder) -> nn.Module:
-    """The folder's transformers model with freshly initialised weights (eval mode), from its config alone."""
+    """The folder's transformers model with freshly initialised weights (eval mode), from its config alone: the
+    class's own config class filled from config.json, as `CLASS.from_pretrained` builds it."""
     import transformers
 
     transformers.logging.set_verbosity_error()  # its info lines (a loss it would use for training) are not ours
     cls = getattr(transformers, folder.architecture, None)
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and cls.config_class):
         raise ArchitectureError(
             f"{folder.architecture!r} is not a transformers model class (transformers {transformers.__version__})",
             hint="check config.json 'architectures' or --arch transformers/CLASS",
         )
-    fields = {k: v for k, v in folder.config.items() if k not in ("architectures", "transformers_version")}
+    if not folder.arch_from_flag:
+        _refuse_other_model_type(folder, cls.config_class)
+    fields = {k: v for k, v in folder.config.items() if k not in NOT_CONFIG_FIELDS}
     try:
-        config = transformers.AutoConfig.for_model(**fields)
-        return cls(config).eval()
+        return cls(cls.config_class(**fields)).eval()
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ArchitectureError(
             f"could not build {folder.architecture} from {folder.root / 'config.json'}: {exc}",
             hint="check the config's model_type and sizes",
         ) from None
+
+
+def _refuse_other_model_type(folder: HFFolder, own: type) -> None:
+    """An ArchitectureError when config.json's model_type names another family than its architectures' class:
+    transformers' Auto classes go by model_type (they would build another model from this folder, every weight
+    missing), the class itself only with a warning that this is not supported."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type = folder.config.get("model_type")
+    if model_type is None or (model_type in CONFIG_MAPPING and CONFIG_MAPPING[model_type] is own):
+        return
+    raise ArchitectureError(
+        f"{folder.root / 'config.json'}: model_type {model_type!r} contradicts architectures: "
+        f"{folder.architecture} is a {own.model_type!r} model (transformers' Auto classes go by model_type)",
+        hint=f'set "model_type": "{own.model_type}", or pass --arch {folder.arch} to build that class anyway',
+    )
 
 
 def text_io(folder: HFFolder, model: nn.Module) -> IOSpec:
@@ -92,6 +112,41 @@ class TextTensorsWithTypes(TextTensors):
 
 
 def wrap_text_model(model: nn.Module, folder: HFFolder) -> TextTensors:
-    """The model behind the tensor interface its tokenizer feeds."""
+    """The model behind the tensor interface its tokenizer feeds; a CheckpointError when the folder's tokenizer
+    or labels do not fit it."""
+    _check_vocabulary(model, folder)
+    _check_labels(model, folder)
     wrapper = TextTensorsWithTypes if "token_type_ids" in folder.inputs else TextTensors
     return wrapper(model, folder.task, folder.pooling).eval()
+
+
+def _check_vocabulary(model: nn.Module, folder: HFFolder) -> None:
+    """Every id the tokenizer gives (its tokens and pad id) must have a row in the model's input embedding."""
+    if folder.tokenizer is None or folder.tokenizer_spec is None:
+        return
+    rows = model.get_input_embeddings().num_embeddings
+    spec = folder.tokenizer_spec
+    given = {(index, token) for token, index in token_ids(folder.tokenizer).items()} | {(spec.pad_id, spec.pad_token)}
+    beyond = sorted((index, token) for index, token in given if index >= rows)
+    if not beyond:
+        return
+    examples = ", ".join(f"{token!r} {index}" for index, token in beyond[:3])
+    vocab_size = getattr(model.config, "vocab_size", None)
+    raise CheckpointError(
+        f"{folder.tokenizer}: {len(beyond)} token ids {beyond[0][0]}..{beyond[-1][0]} (e.g. {examples}) are beyond "
+        f"the model's {rows}-row input embedding" + (f" (config.json vocab_size {vocab_size})" if vocab_size else ""),
+        hint="export with the tokenizer the model was trained with, or resize its embeddings "
+        "(model.resize_token_embeddings(len(tokenizer))) and save both again",
+    )
+
+
+def _check_labels(model: nn.Module, folder: HFFolder) -> None:
+    """One label per output of the head (transformers sizes it by num_labels when config.json sets it)."""
+    outputs = getattr(model.config, "num_labels", None)
+    if folder.labels is None or outputs is None or len(folder.labels) == outputs:
+        return
+    raise CheckpointError(
+        f"{folder.root / 'config.json'}: id2label has {len(folder.labels)} labels for a head of {outputs} outputs "
+        f"(num_labels {outputs})",
+        hint=f'give id2label one label per output, "0" to "{outputs - 1}", and drop num_labels',
+    )

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.contract.errors import UsageError
+from modelship.contract.errors import ParityError, UsageError
 from modelship.contract.iospec import IOSpec
-from modelship.contract.manifest import Artifact, Manifest, sha256_file
+from modelship.contract.manifest import Artifact, Manifest, file_change
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.export.artifact_runners import artifact_runner
 from modelship.export.check_reference import ReferenceChoice, build_reference
@@ -101,6 +101,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     serving = _serving_spec(manifest, choice.preprocess_file) if choice.images else None
     tokenize = _serving_tokenizer(manifest, folder) if choice.texts else None
     with status("checking artifact files against the manifest"):
+        manifest.refuse_changed_files(folder, ParityError)  # the tokenizer: every candidate depends on it
         changed = {a.name: reason for a in artifacts if (reason := changed_since_export(folder, a))}
     with status("preparing reference"):
         reference = build_reference(manifest, folder, choice, serving)
@@ -150,16 +151,7 @@ def select_artifacts(manifest: Manifest, names: Sequence[str]) -> list[Artifact]
 
 def changed_since_export(folder: Path, artifact: Artifact) -> str | None:
     """Why the artifact's file is not the one the export verified (missing, or its sha256 differs), or None."""
-    path = folder / artifact.file
-    if not path.is_file():
-        return f"{path.name} is missing (artifact {artifact.name!r} listed in the manifest; re-export)"
-    actual = sha256_file(path)
-    if not artifact.sha256 or actual == artifact.sha256:
-        return None
-    return (
-        f"{path.name} changed since export: sha256 {actual[:12]}, manifest {artifact.sha256[:12]} "
-        "(re-export, or restore the verified file)"
-    )
+    return file_change(folder, artifact.file, artifact.sha256, f"artifact {artifact.name!r}")
 
 
 def _explain(

@@ -25,7 +25,7 @@ from modelship.checkpoint.detector import score_threshold
 from modelship.contract.artifacts import EXPORT_FILES, GOLDEN_FILE, SIDECAR_FILE
 from modelship.contract.errors import ExportError, ParityError, os_failure
 from modelship.contract.iospec import IOSpec
-from modelship.contract.manifest import Artifact, Manifest, Source, StepTiming, sha256_file
+from modelship.contract.manifest import Artifact, ExportFile, Manifest, Source, StepTiming, sha256_file
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
@@ -125,8 +125,7 @@ def run_export(
                 },
             )
         save_golden(staging / GOLDEN_FILE, verification.inputs, verification.outputs)
-        if tokenizer is not None:
-            shutil.copyfile(tokenizer.path, staging / tokenizer.spec.file)
+        files = [_copy_tokenizer(tokenizer, staging)] if tokenizer is not None else []
         if sidecar is not None:
             (staging / SIDECAR_FILE).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
         manifest = Manifest(
@@ -138,6 +137,7 @@ def run_export(
             preprocess=preprocess,
             labels=(metadata.get("labels") or default_labels(source.arch, io.outputs[0])) if task.labels else None,
             tokenizer=tokenizer.spec if tokenizer is not None else None,
+            files=files,
             score_threshold=spec.score_threshold,
             golden=GOLDEN_FILE,
             timings=list(steps.timings),
@@ -150,6 +150,13 @@ def run_export(
         background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
         shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(manifest, dest, reports, steps.timings)
+
+
+def _copy_tokenizer(tokenizer: TokenizerSource, staging: Path) -> ExportFile:
+    """The tokenizer copied into the export, recorded with the sha256 of the copy (publish and parity check it)."""
+    target = staging / tokenizer.spec.file
+    shutil.copyfile(tokenizer.path, target)
+    return ExportFile("tokenizer", tokenizer.spec.file, sha256_file(target))
 
 
 def _resolve(

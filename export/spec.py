@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modelship.checkpoint.hf_folder import ARCH_PREFIX as HF_ARCH_PREFIX
 from modelship.contract.artifacts import DEFAULT_FORMATS
 from modelship.contract.errors import UsageError
 from modelship.contract.names import check_name
@@ -14,6 +15,43 @@ from modelship.export.io_resolve import InputOption, parse_input_option
 from modelship.export.onnx_export import EXPORTERS
 from modelship.parity.tolerance import ToleranceConfig
 from modelship.tasks import get_task
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A format a plain `export-model` (no format flag) leaves out for a kind of model: `why`, and `ask`, how to
+    export it anyway."""
+
+    format: str
+    why: str
+    ask: str
+
+    def line(self) -> str:
+        return f"{FORMAT_TITLES.get(self.format, self.format)} skipped: {self.why}; {self.ask}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"format": self.format, "why": self.why, "ask": self.ask}
+
+
+@dataclass(frozen=True)
+class FormatChoice:
+    """The formats to export and those a plain `export-model` left out (and why)."""
+
+    formats: tuple[str, ...]
+    skipped: tuple[Skipped, ...] = ()
+
+
+FORMAT_TITLES = {"torchscript": "TorchScript", "onnx": "ONNX"}
+UNSCRIPTABLE = Skipped("torchscript", "transformers models do not script", "--torchscript --trace exports it traced")
+
+
+def default_formats(arch: str | None, trace: bool) -> FormatChoice:
+    """What `export-model` writes when no format flag says: every default format, but ONNX alone for a transformers
+    model (a Hugging Face folder) unless --trace, since transformers models hold their config and do not script.
+    `arch` None: not known yet (the checkpoint is not loaded)."""
+    if arch is None or not arch.startswith(HF_ARCH_PREFIX) or trace:
+        return FormatChoice(DEFAULT_FORMATS)
+    return FormatChoice(tuple(f for f in DEFAULT_FORMATS if f != UNSCRIPTABLE.format), (UNSCRIPTABLE,))
 
 
 @dataclass(frozen=True)

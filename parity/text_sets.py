@@ -27,14 +27,29 @@ Tokenize = Callable[[list[str]], Tensors]
 
 
 def read_text_file(path: Path) -> list[str]:
-    """The texts of FILE, one per line (empty lines skipped)."""
+    """The texts of FILE, one per line (empty lines skipped); a UsageError naming the first line that is not UTF-8."""
     try:
-        texts = [line for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--texts {path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        lines = Path(path).read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError as exc:
+        raise UsageError(f"--texts {path}: cannot read ({exc.strerror or exc})") from None
+    refuse_non_utf8(lines, lambda number: f"--texts {path}: line {number}", "save it as UTF-8")
+    texts = [line for line in lines if line.strip()]
     if not texts:
         raise UsageError(f"--texts {path}: no texts in the file", hint="one text per line")
     return texts
+
+
+def refuse_non_utf8(texts: Sequence[str], name: Callable[[int], str], hint: str) -> None:
+    """A UsageError naming the first of `texts` that cannot be sent as UTF-8 (`name(n)`: how the user knows text n,
+    counted from 1) and its first undecodable byte. Python keeps the bytes it could not decode (in argv, or a file
+    read with errors="surrogateescape") as lone surrogates, which no encoder accepts."""
+    for number, text in enumerate(texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            code = ord(text[exc.start])
+            what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}"
+            raise UsageError(f"{name(number)} is not UTF-8 ({what} at character {exc.start})", hint=hint) from None
 
 
 def text_sets(texts: Sequence[str]) -> list[tuple[str, Tensors]]:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from modelship.contract.errors import PreprocessError
 from modelship.contract.text import TokenizerSpec
+
+if TYPE_CHECKING:  # imported when a tokenizer is read
+    from tokenizers import Tokenizer
 
 SENTENCES = Path(__file__).with_name("sentences.json")  # real sentences: accents, CJK, emoji, an empty one, a long one
 
@@ -25,15 +29,7 @@ class TextTokenizer:
     """The tokenizer of `path` (a tokenizer.json) run with `spec`'s truncation and padding."""
 
     def __init__(self, path: Path, spec: TokenizerSpec) -> None:
-        from tokenizers import Tokenizer
-
-        try:
-            tokenizer = Tokenizer.from_file(str(path))
-        except Exception as exc:  # tokenizers raises a bare Exception for unreadable or foreign JSON
-            raise PreprocessError(
-                f"{path}: not a tokenizers tokenizer ({str(exc).splitlines()[0][:160]})",
-                hint="pass the folder written by save_pretrained with a fast tokenizer (its tokenizer.json)",
-            ) from None
+        tokenizer = _read_tokenizer(path)
         tokenizer.no_padding()  # padding is this class's: to the batch's longest text, or to `length`
         tokenizer.enable_truncation(spec.max_length)
         self.spec = spec
@@ -62,6 +58,24 @@ class TextTokenizer:
             arrays["attention_mask"][row, :size] = encoding.attention_mask
             arrays["token_type_ids"][row, :size] = encoding.type_ids
         return {name: arrays[name] for name in self.spec.inputs}
+
+
+def token_ids(path: Path) -> dict[str, int]:
+    """Every token of the tokenizer.json at `path` (added tokens included) and the id it gives the model."""
+    return _read_tokenizer(path).get_vocab(with_added_tokens=True)
+
+
+def _read_tokenizer(path: Path) -> Tokenizer:
+    """The `tokenizers.Tokenizer` of a tokenizer.json, or a PreprocessError naming the file."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for unreadable or foreign JSON
+        raise PreprocessError(
+            f"{path}: not a tokenizers tokenizer ({str(exc).splitlines()[0][:160]})",
+            hint="pass the folder written by save_pretrained with a fast tokenizer (its tokenizer.json)",
+        ) from None
 
 
 def decode_texts(values: Sequence[bytes | str]) -> list[str]:

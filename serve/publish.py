@@ -125,12 +125,14 @@ def publish_export(
     the ensemble `<name>_pipeline` over the `pipeline` artifact (serve.pipeline): "auto" picks the ONNX fp32 one
     and only notes why when none can be built; an artifact name must work; None writes no pipeline.
 
-    All or nothing: every artifact is copied and sha256-verified into a staging folder and every config is built
-    before the repository changes; then one journaled commit makes them all visible (serve.repository).
+    All or nothing: the files beside the artifacts (the tokenizer) are sha256-verified first, every artifact is
+    copied and sha256-verified into a staging folder and every config is built before the repository changes;
+    then one journaled commit makes them all visible (serve.repository).
     """
     export_dir, repo = Path(export_dir), Path(repo or DEFAULT_REPO)
     repository.check_version(version)
     manifest = Manifest.read(export_dir)
+    manifest.refuse_changed_files(export_dir, PublishError)
     base = repository.check_model_name(manifest.name if name is None else name)
     chosen = choose_artifacts(manifest, artifacts)
     task = get_task(manifest.task)

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from modelship.cli.main import COMMANDS, main
 from modelship.contract.errors import ModelshipError, UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.contract.manifest import Artifact, Manifest, Source
+from modelship.contract.manifest import Artifact, ExportFile, Manifest, Source, sha256_file
 
 
 def test_help_lists_every_command() -> None:
@@ -58,6 +58,27 @@ def test_manifest_round_trip(tmp_path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps(newer))
     with pytest.raises(ModelshipError, match="schema_version 99: this modelship reads versions 1 to 1; re-export"):
         Manifest.read(tmp_path)
+
+
+def test_a_manifest_written_before_files_were_hashed_reads_as_nothing_to_check(tmp_path) -> None:
+    """No `files`: nothing beside the artifacts to check, unless the export has a tokenizer (it would go
+    unverified); a recorded file is checked by its sha256."""
+    io = IOSpec((TensorSpec("image", ("batch", 3, 8, 8)),), (TensorSpec("logits", ("batch", 10)),))
+    older = Manifest(name="m", source=Source("ckpt.pt", "ab" * 32, "resnet18"), io=io).to_dict()
+    del older["files"]
+    manifest = Manifest.from_dict(older)
+    assert manifest.files == []
+    manifest.refuse_changed_files(tmp_path, UsageError)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    texts = Manifest.from_dict({**older, "tokenizer": {"max_length": 8, "pad_id": 0, "pad_token": "[PAD]"}})
+    with pytest.raises(UsageError, match=r"tokenizer\.json has no sha256 in manifest\.json"):
+        texts.refuse_changed_files(tmp_path, UsageError)
+    texts.files = [ExportFile("tokenizer", "tokenizer.json", sha256_file(tmp_path / "tokenizer.json"))]
+    texts.refuse_changed_files(tmp_path, UsageError)
+    assert Manifest.from_dict(texts.to_dict()).files == texts.files
+    (tmp_path / "tokenizer.json").write_text("{} ")
+    with pytest.raises(UsageError, match=r"tokenizer\.json changed since export"):
+        texts.refuse_changed_files(tmp_path, UsageError)
 
 
 def test_flatten_outputs_names() -> None:

@@ -151,7 +151,8 @@ def test_a_weights_file_with_its_config_beside_it_loads(folders: dict[str, Path]
 def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path], tmp_path: Path) -> None:
     """`publish` (defaults) writes NAME_tokenize -> NAME_onnx as NAME_pipeline; over HTTP and gRPC each answers
     texts exactly as ONNX Runtime does on the client's own tokenization; MiniLM's paraphrases stay closer than
-    unrelated sentences through the server; a text that is not UTF-8 fails its own request only."""
+    unrelated sentences through the server; a text that is not UTF-8 fails its own request only; a photo sent to a
+    text pipeline is refused from the served model's metadata, naming --text and --texts."""
     import onnxruntime as ort
 
     from modelship.contract.errors import ClientError
@@ -185,6 +186,9 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
         served_parity = ("--texts", tmp_path / "texts.txt", "--served", server.grpc_url, "--json")
         parity = {name: invoke("parity", folder, *served_parity, "--served-model", f"{name}_pipeline")
                   for name, folder in exports.items()}  # fmt: skip
+        (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff\xe0 a JPEG, never sent")
+        expect_failure(["infer", tmp_path / "photo.jpg", "--model", "sentiment_pipeline", "--url", server.http_url],
+                       names=["a text-classification model", "takes texts", "--text TEXT", "--texts FILE"])  # fmt: skip
         with server.client() as client, pytest.raises(ClientError, match="not UTF-8"):
             client.infer("sentiment_pipeline", {"TEXT": np.array([[b"\xff\xfe broken"]], dtype=object)})
         assert server.client().ready()

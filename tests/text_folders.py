@@ -13,14 +13,23 @@ SENTIMENT = ["negative", "neutral", "positive"]
 ENTITIES = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 
 
-def save_classifier(folder: Path, kind: str = "sequence", seed: int = 0) -> Path:
-    """`model.save_pretrained(folder)` and its tokenizer's, for a 2-layer BERT sequence or token classifier."""
+def save_classifier(
+    folder: Path,
+    kind: str = "sequence",
+    seed: int = 0,
+    *,
+    labels: list[str] | None = None,
+    vocab_size: int = 30522,
+) -> Path:
+    """`model.save_pretrained(folder)` and its tokenizer's, for a 2-layer BERT sequence or token classifier (its
+    labels SENTIMENT or ENTITIES unless `labels`; `vocab_size` rows in its input embedding, the MiniLM tokenizer's
+    30522 unless said otherwise)."""
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification, BertForTokenClassification
 
-    labels = SENTIMENT if kind == "sequence" else ENTITIES
+    labels = labels or (SENTIMENT if kind == "sequence" else ENTITIES)
     cls = BertForSequenceClassification if kind == "sequence" else BertForTokenClassification
     config = BertConfig(
-        vocab_size=30522,
+        vocab_size=vocab_size,
         hidden_size=32,
         num_hidden_layers=2,
         num_attention_heads=2,

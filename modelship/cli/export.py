@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +21,11 @@ from modelship.cli.load_view import fingerprint_progress, print_load_report
 from modelship.cli.loader_options import load_flags
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.tolerance_flags import tolerance_flags
-from modelship.contract.artifacts import DEFAULT_FORMATS
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.checkpoint import LoadOptions
-    from modelship.export.spec import ExportSpec
+    from modelship.export.spec import ExportSpec, FormatChoice
     from modelship.parity import ToleranceOverrides
 
 DEFAULT_OUT = Path("exports")
@@ -53,14 +52,18 @@ class ExportFlags:
     force: bool
     task: str | None
 
-    @property
-    def formats(self) -> tuple[str, ...]:
-        """--torchscript / --onnx (neither: both), plus --pt2."""
+    def format_choice(self, arch: str | None = None) -> FormatChoice:
+        """--torchscript / --onnx, else what the model kind exports (export.spec.default_formats: both, ONNX alone
+        for a Hugging Face folder), plus --pt2. `arch`: the loaded model's, None before it is loaded."""
+        from modelship.export.spec import FormatChoice, default_formats
+
         chosen = tuple(f for f, on in (("torchscript", self.torchscript), ("onnx", self.onnx_)) if on)
-        return (*(chosen or DEFAULT_FORMATS), *(("pt2",) if self.pt2 else ()))
+        choice = FormatChoice(chosen) if chosen else default_formats(arch, self.trace)
+        return replace(choice, formats=(*choice.formats, *(("pt2",) if self.pt2 else ())))
 
     def spec(self, checkpoint: Path, tolerances: ToleranceOverrides) -> ExportSpec:
-        """The ExportSpec; the export is named after the checkpoint's file stem unless --name says otherwise."""
+        """The ExportSpec (its formats before the model's kind is known: `format_choice(arch)` once it is); the export
+        is named after the checkpoint's file stem unless --name says otherwise."""
         from modelship.contract.names import check_name
         from modelship.export.io_resolve import parse_axes
         from modelship.export.spec import ExportSpec
@@ -71,7 +74,7 @@ class ExportFlags:
             name = check_name(self.name, "--name", UsageError)
         return ExportSpec(
             out_dir=Path(self.out) / name,
-            formats=self.formats,
+            formats=self.format_choice().formats,
             fp16=self.fp16,
             fp16_io=self.fp16_io,
             fp16_keep=tuple(self.fp16_keep),
@@ -91,8 +94,18 @@ class ExportFlags:
 export_flags = flag_group(
     "flags",
     [
-        click.option("--torchscript", is_flag=True, help="Export TorchScript (model.pt). Neither format flag: both."),
-        click.option("--onnx", "onnx_", is_flag=True, help="Export ONNX (model.onnx). Neither format flag: both."),
+        click.option(
+            "--torchscript",
+            is_flag=True,
+            help="Export TorchScript (model.pt). Neither format flag: both, or what the model kind exports (ONNX "
+            "alone for a Hugging Face folder: transformers models do not script).",
+        ),
+        click.option(
+            "--onnx",
+            "onnx_",
+            is_flag=True,
+            help="Export ONNX (model.onnx). Neither format flag: both, or what the model kind exports.",
+        ),
         click.option(
             "--pt2",
             is_flag=True,
@@ -188,7 +201,8 @@ def export_command(
 ) -> None:
     """Export CKPT to TorchScript and/or ONNX (fp32, optionally fp16) and prove each artifact matches eager
     PyTorch on seeded inputs at two batch sizes. CKPT is a checkpoint file, or a Hugging Face folder
-    (save_pretrained or sentence-transformers; its tokenizer.json is exported with it).
+    (save_pretrained or sentence-transformers; its tokenizer.json is exported with it, and with no format flag
+    ONNX alone: transformers models do not script).
 
     \b
     Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, manifest.json (provenance, I/O,
@@ -220,10 +234,14 @@ def export_command(
         raise
     if not as_json:
         print_load_report(console, loaded.report.to_dict())
+    choice = flags.format_choice(loaded.arch)
+    if not as_json:
+        for skipped in choice.skipped:
+            console.print(skipped.line(), highlight=False)
     try:
         result = run_export(
             loaded.model,
-            spec,
+            replace(spec, formats=choice.formats),
             source=_source(loaded, load.checkpoint),
             metadata=loaded.metadata,
             preprocess=loaded.serving_spec(),
@@ -236,6 +254,7 @@ def export_command(
             console.print(summary_table(rows_from_parity(exc.details.get("artifacts", {}))))
         raise
     payload = {"ok": True, **result.manifest.to_dict(), "folder": str(result.folder)}
+    payload["skipped"] = [skipped.to_dict() for skipped in choice.skipped]
     if publish is not None:
         payload["published"] = _publish(result.folder, publish or None, console)
     if as_json:

@@ -18,7 +18,7 @@ from modelship.cli.detect import Detections, detect
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.segment import Segmentation, segment
 from modelship.cli.server_flags import protocol_option, url_option
-from modelship.cli.text_infer import ask_texts, read_texts, show_text_answers
+from modelship.cli.text_infer import ask_texts, read_texts, show_text_answers, takes_texts
 from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
@@ -154,6 +154,11 @@ def infer_command(
                 return
             show_text_answers(answers, click.echo)
             return
+        if takes_texts(info):
+            raise UsageError(
+                f"model {model!r} is a {info.task} model: it takes texts, not image files",
+                hint="pass the texts with --text TEXT (repeatable) or --texts FILE (one per line)",
+            )
         per_photo = _per_photo(client, info, list(images), save, min_score)
         if per_photo is not None:
             key, answers, show = per_photo

@@ -13,10 +13,11 @@ import numpy as np
 
 from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
-from modelship.parity.text_sets import read_text_file
+from modelship.parity.text_sets import read_text_file, refuse_non_utf8
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo
 from modelship.serve.text_pipeline import TEXT
+from modelship.tasks import TASKS
 from modelship.tasks.classification import top_k
 from modelship.tasks.text import SENTENCE_EMBEDDING, TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION
 
@@ -42,8 +43,18 @@ class TextAnswers:
 
 
 def read_texts(texts: tuple[str, ...], file: Path | None) -> list[str]:
-    """--text values, then the lines of --texts FILE (parity's reader: one text per line, empty lines skipped)."""
+    """--text values, then the lines of --texts FILE (parity's reader: one text per line, empty lines skipped); a
+    UsageError for a text that is not UTF-8, before any request."""
+    hint = "pass texts encoded as UTF-8, as a terminal under LANG=C.UTF-8 does"
+    refuse_non_utf8(texts, lambda number: f"--text {number}", hint)
     return list(texts) + (read_text_file(file) if file is not None else [])
+
+
+def takes_texts(info: ModelInfo) -> bool:
+    """Whether the served model is a text model (its task is fed by a tokenizer): a text pipeline, or the model
+    behind one."""
+    task = TASKS.get(info.task)
+    return task is not None and task.preprocessing == "text"
 
 
 def ask_texts(client: TritonClient, info: ModelInfo, texts: list[str], k: int) -> TextAnswers:

@@ -52,6 +52,38 @@ class StepTiming:
         return cls(data["step"], float(data["seconds"]), data.get("artifact"), bool(data.get("ok", True)))
 
 
+@dataclass(frozen=True)
+class ExportFile:
+    """A file beside the artifacts that served answers depend on (`role`: "tokenizer", a text model's
+    tokenizer.json), hashed at export; publish and parity refuse it when it changed."""
+
+    role: str
+    file: str
+    sha256: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "file": self.file, "sha256": self.sha256}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExportFile:
+        return cls(str(data["role"]), str(data["file"]), str(data["sha256"]))
+
+
+def file_change(folder: Path, file: str, sha256: str, what: str) -> str | None:
+    """Why `folder/file` (`what`, e.g. "artifact 'onnx'") is not the file the export verified: missing, or its
+    sha256 differs from `sha256` (an empty one is not checked); None when it is that file."""
+    path = Path(folder) / file
+    if not path.is_file():
+        return f"{path.name} is missing ({what} listed in the manifest; re-export)"
+    actual = sha256_file(path)
+    if not sha256 or actual == sha256:
+        return None
+    return (
+        f"{path.name} changed since export: sha256 {actual[:12]}, manifest {sha256[:12]} "
+        "(re-export, or restore the verified file)"
+    )
+
+
 @dataclass
 class Source:
     """The checkpoint an export was made from and how its architecture was resolved."""
@@ -122,6 +154,7 @@ class Manifest:
     preprocess: PreprocessSpec | None = None
     labels: list[str] | None = None
     tokenizer: TokenizerSpec | None = None  # a text model's tokenizer (its file is in the export folder)
+    files: list[ExportFile] = field(default_factory=list)  # what served answers depend on besides the artifacts
     score_threshold: float | None = None  # a detector's: it drops boxes scoring below (parity's score edge)
     golden: str | None = None
     timings: list[StepTiming] = field(default_factory=list)
@@ -136,6 +169,19 @@ class Manifest:
         known = ", ".join(a.name for a in self.artifacts) or "none"
         raise ModelshipError(f"export {self.name!r} has no artifact {name!r}", hint=f"artifacts: {known}")
 
+    def refuse_changed_files(self, folder: Path, error: type[ModelshipError]) -> None:
+        """`error` naming the first file beside the artifacts that is not the one the export verified: one of
+        `files` missing or changed, or a tokenizer with no sha256 to check it by (a manifest written before
+        tokenizers were hashed: reading it as nothing to check would serve an unverified tokenizer)."""
+        reasons = [r for f in self.files if (r := file_change(folder, f.file, f.sha256, f"the {f.role}"))]
+        if self.tokenizer is not None and self.tokenizer.file not in {f.file for f in self.files}:
+            reasons.append(
+                f"{self.tokenizer.file} has no sha256 in {MANIFEST_NAME} (exported before tokenizers were hashed), "
+                "so it cannot be checked (re-export)"
+            )
+        if reasons:
+            raise error(f"export {self.name!r}: {reasons[0]}")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
@@ -148,6 +194,7 @@ class Manifest:
             "preprocess": self.preprocess.to_dict() if self.preprocess is not None else None,
             "labels": self.labels,
             "tokenizer": self.tokenizer.to_dict() if self.tokenizer is not None else None,
+            "files": [f.to_dict() for f in self.files],
             "score_threshold": self.score_threshold,
             "golden": self.golden,
             "timings": [t.to_dict() for t in self.timings],
@@ -171,6 +218,7 @@ class Manifest:
             preprocess=_preprocess(data.get("preprocess")),
             labels=data.get("labels"),
             tokenizer=TokenizerSpec.from_dict(data["tokenizer"]) if data.get("tokenizer") else None,
+            files=[ExportFile.from_dict(f) for f in data.get("files", [])],  # none before files were hashed
             score_threshold=data.get("score_threshold"),
             golden=data.get("golden"),
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
