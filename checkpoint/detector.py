@@ -18,19 +18,23 @@ K, 3]` (x, y, visibility) and `keypoints_scores [batch, max_detections, K]`. `ma
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from modelship.checkpoint.exact_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
+from modelship.contract.candidate_pool import CandidatePool
 
 __all__ = [
     "DETECTION_OUTPUTS",
     "DetectorTensors",
     "box_ops",
+    "candidate_pool",
     "fp16_parts",
     "is_detector",
     "max_detections",
@@ -135,6 +139,72 @@ def box_ops(*, tracing: bool = False) -> Iterator[None]:
         yield
     finally:
         boxes.batched_nms, boxes.clip_boxes_to_image = saved
+
+
+@torch.inference_mode()
+def candidate_pool(model: DetectorTensors, image: Tensor) -> CandidatePool:
+    """Every box the eager detector could have answered for each image of the batch: what entered its final NMS
+    (after its score threshold and its per-class or per-level top-k), in the input image's pixels, with its score
+    and label, and the NMS IoU threshold. An R-CNN is run with its RPN keeping every proposal it ranked (no RPN NMS,
+    no cut), so that a proposal a tie let through elsewhere is in the pool too. A parity verdict tells a tie
+    resolved the other way (a box the reference itself scored the same and dropped) from a box that moved."""
+    from torchvision.ops import boxes
+
+    detector = model.detector
+    calls: list[tuple[Tensor, Tensor, Tensor, float]] = []
+    sizes: list[tuple[list, list]] = []
+    trick = boxes._batched_nms_coordinate_trick
+
+    def recording_nms(found: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
+        calls.append((found, scores, idxs, iou_threshold))
+        return trick(found, scores, idxs, iou_threshold)
+
+    def recording_postprocess(result: Any, image_shapes: list, original_sizes: list) -> Any:
+        sizes.append((list(image_shapes), list(original_sizes)))
+        return postprocess(result, image_shapes, original_sizes)
+
+    postprocess = detector.transform.postprocess
+    with _every_proposal(detector), _patched(boxes, "_batched_nms_coordinate_trick", recording_nms):
+        detector.transform.postprocess = recording_postprocess
+        try:
+            model(image)
+        finally:
+            del detector.transform.postprocess
+    count = image.shape[0]
+    resized, original = sizes[-1]
+    final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
+    scale = [np.array([w / rw, h / rh, w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
+    return CandidatePool(
+        boxes=[f.float().numpy() * s for (f, *_), s in zip(final, scale, strict=True)],
+        scores=[c[1].float().numpy() for c in final],
+        labels=[c[2].numpy() for c in final],
+        iou_threshold=float(final[0][3]) if final else 0.0,
+    )
+
+
+@contextmanager
+def _every_proposal(detector: nn.Module) -> Iterator[None]:
+    """An R-CNN's RPN without its NMS and its post-NMS cut (every top-ranked proposal reaches the box head)."""
+    rpn = getattr(detector, "rpn", None)
+    if rpn is None:
+        yield
+        return
+    saved = rpn.nms_thresh, rpn._post_nms_top_n
+    rpn.nms_thresh, rpn._post_nms_top_n = 1.0, {key: 1 << 30 for key in saved[1]}
+    try:
+        yield
+    finally:
+        rpn.nms_thresh, rpn._post_nms_top_n = saved
+
+
+@contextmanager
+def _patched(owner: Any, name: str, value: Callable) -> Iterator[None]:
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
 
 
 def uses_detector(model: nn.Module) -> bool:

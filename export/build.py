@@ -25,11 +25,11 @@ from modelship.parity import (
     Runner,
     RunResults,
     ToleranceConfig,
-    TorchRunner,
     input_sets,
     judge_runner,
     random_inputs,
     reference_results,
+    reference_runner,
 )
 from modelship.tasks import Task
 
@@ -74,7 +74,7 @@ def make_verification(
     if texts is not None:
         sets += texts.inputs
         labels += texts.labels
-    eager = reference_results(TorchRunner(model, io, name="eager"), sets)
+    eager = reference_results(reference_runner(model, io, name="eager"), sets)
     if texts is not None:
         check_padding(eager.outputs[first_text:], texts)
     return Verification(sets, labels, eager, kinds)

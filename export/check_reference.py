@@ -82,7 +82,7 @@ def build_reference(
 ) -> Reference:
     """The golden data, or the checkpoint rebuilt in eager PyTorch run on seeded sets (and, with images, on the
     image files through the training preprocessing)."""
-    from modelship.parity import TorchRunner, input_sets, load_golden
+    from modelship.parity import input_sets, load_golden, reference_runner
 
     if choice.against == "golden":
         if not manifest.golden:
@@ -91,7 +91,7 @@ def build_reference(
         labels = [f"golden set {i}" for i in range(len(inputs))]
         return Reference(RunResults("golden", outputs, 0.0), inputs, labels)
     loaded, checkpoint = _rebuild(manifest, folder, choice.checkpoint, choice.arch)
-    eager: Runner = TorchRunner(loaded.model, manifest.io, name="eager")
+    eager: Runner = reference_runner(loaded.model, manifest.io, name="eager")
     sets = input_sets(manifest.io, choice.batch_sizes, seed=choice.seed)
     labels = [f"batch {b}" for b in choice.batch_sizes]
     images = None

@@ -20,7 +20,7 @@ from modelship.parity.inputs import input_sets, random_inputs
 from modelship.parity.isolation import IsolatedRunner
 from modelship.parity.metrics import compare_arrays
 from modelship.parity.runner_protocol import BaseRunner, Runner
-from modelship.parity.runners import GoldenRunner, OnnxRuntimeRunner, TorchRunner, make_session
+from modelship.parity.runners import GoldenRunner, OnnxRuntimeRunner, TorchRunner, make_session, reference_runner
 from modelship.parity.table import render_table
 from modelship.parity.tolerance import Tolerance, ToleranceConfig, ToleranceOverrides
 
@@ -51,6 +51,7 @@ __all__ = [
     "mask_compare",
     "random_inputs",
     "reference_results",
+    "reference_runner",
     "register_compare",
     "render_table",
     "run_sets",

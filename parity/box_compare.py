@@ -10,12 +10,15 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from modelship.contract.box_result import DETECTION_OUTPUTS, BoxMetrics
+from modelship.contract.candidate_pool import CandidatePool
 from modelship.parity.compare import CompareFunction, register_compare
 from modelship.parity.tolerance import Tolerance
 
 MATCH_IOU = 0.5
 DEGENERATE_PAD = 0.5  # px: how much a zero-area box grows each way to be matched
 MASK_THRESHOLD = 0.5  # Mask R-CNN's masks are probabilities: a pixel is in the instance above this
+SCORE_RESOLUTION = 1e-6  # the least score difference taken as measured error (float32 scores near 1)
+IOU_RESOLUTION = 1e-4  # two boxes this close to the NMS threshold may fall either side of it
 EXTRAS = ("masks", "keypoints")  # per-detection outputs of the models that have them, compared on matched boxes
 
 
@@ -32,23 +35,25 @@ def _area(boxes: np.ndarray) -> np.ndarray:
     return np.prod(np.clip(boxes[:, 2:] - boxes[:, :2], 0, None), axis=1)
 
 
+def overlaps(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Pairwise IoU of [n, 4] and [m, 4] boxes, a pair with a zero-area box (a detector's box clipped to a line at
+    the image's edge) measured on both boxes grown by DEGENERATE_PAD each way: two equal lines overlap fully
+    instead of not at all."""
+    iou = iou_matrix(first, second)
+    flat = [_area(b) <= 0 for b in (first, second)]
+    if flat[0].any() or flat[1].any():
+        pad = np.array([-DEGENERATE_PAD, -DEGENERATE_PAD, DEGENERATE_PAD, DEGENERATE_PAD])
+        either = flat[0][:, None] | flat[1][None, :]
+        iou = np.where(either, iou_matrix(first + pad, second + pad), iou)
+    return iou
+
+
 def match_boxes(
     ref_boxes: np.ndarray, ref_labels: np.ndarray, cand_boxes: np.ndarray, cand_labels: np.ndarray
 ) -> list[tuple[int, int]]:
-    """One-to-one (reference, candidate) index pairs: same label, IoU >= MATCH_IOU, best overlaps first. A pair
-    with a zero-area box (a detector's box clipped to a line at the image's edge) is measured on both boxes grown
-    by half a pixel each way: two equal lines overlap fully instead of not at all."""
-    iou = iou_matrix(ref_boxes, cand_boxes)
-    flat = [_area(b) <= 0 for b in (ref_boxes, cand_boxes)]
-    if flat[0].any() or flat[1].any():
-        grown = iou_matrix(
-            *(
-                b + np.array([-DEGENERATE_PAD, -DEGENERATE_PAD, DEGENERATE_PAD, DEGENERATE_PAD])
-                for b in (ref_boxes, cand_boxes)
-            )
-        )
-        either = flat[0][:, None] | flat[1][None, :]
-        iou = np.where(either, grown, iou)
+    """One-to-one (reference, candidate) index pairs: same label, IoU >= MATCH_IOU (`overlaps`), best overlaps
+    first."""
+    iou = overlaps(ref_boxes, cand_boxes)
     iou[ref_labels[:, None] != cand_labels[None, :]] = 0.0
     pairs, used_ref, used_cand = [], set(), set()
     for flat in np.argsort(-iou, axis=None, kind="stable"):
@@ -69,6 +74,7 @@ def compare_detections(
     if problem:
         return missing_detections(name, reference, problem)
     ref, cand = ({k: np.asarray(outputs[k]) for k in DETECTION_OUTPUTS} for outputs in (reference, candidate))
+    pool = CandidatePool.from_outputs(reference)
     rows = ref["boxes"].shape[1]
     images = ref["boxes"].shape[0]
     result = BoxMetrics(name, images, 0, 0, 0, 0.0, 0.0, 0)
@@ -77,22 +83,89 @@ def compare_detections(
         r, c = (_valid(side, image) for side in (ref, cand))
         result.reference_boxes += len(r[1])
         result.candidate_boxes += len(c[1])
-        pairs = match_boxes(r[0], r[2], c[0], c[2])
+        ties = Ties(r, c, match_boxes(r[0], r[2], c[0], c[2]), pool.image(image) if pool else None, tolerance, rows)
+        pairs = ties.pairs
         if pairs:
             i, j = (np.array(side) for side in zip(*pairs, strict=True))
             result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
             result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
             _compare_extras(result, reference, candidate, image, i, j)
         result.matched += len(pairs)
+        result.tie_flips += ties.flipped
         full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
         edge = max([tolerance.score_edge or 0.0, *full])
-        left = [float(r[1][k]) for k in set(range(len(r[1]))) - {p[0] for p in pairs}]
-        left += [float(c[1][k]) for k in set(range(len(c[1]))) - {p[1] for p in pairs}]
+        left = [float(r[1][k]) for k in ties.reference_left] + [float(c[1][k]) for k in ties.candidate_left]
         near = [s for s in left if s <= edge + (tolerance.score_margin or 0.0)]
         result.tolerated += len(near)
         edge_scores += [s for s in left if s not in near]
     result.unmatched_scores = sorted(edge_scores, reverse=True)
     return _judged(result, tolerance)
+
+
+Side = tuple[np.ndarray, np.ndarray, np.ndarray]  # one image's valid boxes, scores and labels
+
+
+class Ties:
+    """One image's boxes after telling ties from differences.
+
+    NMS, the per-class top-k and the count cut are discrete decisions on continuous scores: where two boxes score
+    within the numeric error of each other, the candidate may keep the one the reference dropped, and the one-to-one
+    matcher then pairs two different, overlapping boxes (a "move" of many pixels) or leaves both unmatched. Such a
+    difference is a tie flip when both of its boxes are explained:
+
+    - a candidate's box by the reference's candidate pool: the reference scored the very same box (within the box
+      tolerance) at the same score (within the measured error) and dropped it, and the candidate's own answer keeps
+      no other box of its label overlapping it past the NMS threshold;
+    - a reference's box by the candidate: a box of its label that overlaps it beyond the NMS threshold and scores at
+      least as high (within the measured error), or a full candidate list whose last score it does not beat.
+
+    The measured error is the largest score difference of the boxes that matched in place, doubled (either side
+    may err), at least SCORE_RESOLUTION and at most the score tolerance. Without a pool (golden data of older
+    exports, a served reference) nothing is a tie flip. A moved box of a broken decoding or resize is in no pool,
+    so it stays a difference."""
+
+    def __init__(
+        self, r: Side, c: Side, pairs: list[tuple[int, int]], pool: CandidatePool | None, tol: Tolerance, rows: int
+    ) -> None:
+        self.r, self.c, self.pool, self.rows = r, c, pool, rows
+        bar = tol.box_atol if tol.box_atol is not None else np.inf
+        in_place = [(i, j) for i, j in pairs if np.abs(r[0][i] - c[0][j]).max() <= bar]
+        measured = max((abs(r[1][i] - c[1][j]) for i, j in in_place), default=0.0)
+        self.window = min(max(2 * measured, SCORE_RESOLUTION), tol.score_atol if tol.score_atol is not None else 1.0)
+        self.bar = bar
+        moved = [p for p in pairs if p not in in_place]
+        flipped = [(i, j) for i, j in moved if pool is not None and self.candidate_tie(j) and self.reference_tie(i)]
+        self.pairs = [p for p in pairs if p not in flipped]
+        lone_r = [i for i in range(len(r[1])) if i not in {i for i, _ in pairs}]
+        lone_c = [j for j in range(len(c[1])) if j not in {j for _, j in pairs}]
+        self.reference_left = [i for i in lone_r if pool is None or not self.reference_tie(i)]
+        self.candidate_left = [j for j in lone_c if pool is None or not self.candidate_tie(j)]
+        explained = len(lone_r) - len(self.reference_left) + len(lone_c) - len(self.candidate_left)
+        self.flipped = 2 * len(flipped) + explained  # boxes, on either side
+
+    def candidate_tie(self, j: int) -> bool:
+        """The reference scored candidate box j the same and dropped it, and the candidate's NMS kept no other box
+        of its label that overlaps it past the threshold (no correct NMS keeps both)."""
+        assert self.pool is not None
+        box, score, label = self.c[0][j], self.c[1][j], self.c[2][j]
+        same = self.pool.labels[0] == label
+        near = np.abs(self.pool.boxes[0][same] - box).max(axis=1, initial=0.0) <= self.bar
+        if not (np.abs(self.pool.scores[0][same][near] - score) <= self.window).any():
+            return False
+        others = (self.c[2] == label) & (np.arange(len(self.c[1])) != j)
+        overlap = overlaps(box[None], self.c[0][others])[0]
+        return not (overlap > self.pool.iou_threshold + IOU_RESOLUTION).any()
+
+    def reference_tie(self, i: int) -> bool:
+        """Reference box i lost to a candidate box of its label that overlaps it past the NMS threshold and scores
+        as high within the error, or to the count cut of a full candidate list."""
+        assert self.pool is not None
+        score = self.r[1][i]
+        if len(self.c[1]) == self.rows and score <= self.c[1].min() + self.window:
+            return True
+        rivals = (self.c[2] == self.r[2][i]) & (self.c[1] >= score - self.window)
+        overlap = overlaps(self.r[0][i][None], self.c[0][rivals])[0]
+        return bool((overlap > self.pool.iou_threshold - IOU_RESOLUTION).any())
 
 
 def _compare_extras(
@@ -186,6 +259,7 @@ def aggregate_detections(per_set: Sequence[BoxMetrics], tolerance: Tolerance) ->
         max(r.max_box_diff for r in per_set),
         max(r.max_score_diff for r in per_set),
         sum(r.tolerated for r in per_set),
+        sum(r.tie_flips for r in per_set),
         sorted((s for r in per_set for s in r.unmatched_scores), reverse=True),
         _worst([r.mask_iou for r in per_set], min),
         _worst([r.keypoint_diff for r in per_set], max),

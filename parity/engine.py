@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelship.contract.candidate_pool import REFERENCE_ONLY
 from modelship.contract.errors import ModelshipError
 from modelship.contract.parity_report import PART, OutputResult, ParityReport, SetVerdict
 from modelship.parity.batching import batch_size, run_in_batches
@@ -71,7 +72,7 @@ def compare_results(
     per_output: dict[str, list[OutputResult]] = {}
     per_batch = []
     for label, expected, actual in zip(labels, reference.outputs, candidate.outputs, strict=False):
-        judged = [name for name in expected if kinds.get(name) != PART]
+        judged = [name for name in expected if kinds.get(name) != PART and not name.startswith(REFERENCE_ONLY)]
         results = [_compare_one(name, expected, actual, tolerance, kinds) for name in judged]
         for result in results:
             per_output.setdefault(result.name, []).append(result)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -71,44 +72,84 @@ class Explanation:
         }
 
 
-def eager_trace(model: Any, args: Sequence[Any]) -> tuple[list[str], dict[str, np.ndarray], dict[str, tuple]]:
-    """(module names in completion order, their first output tensor, the tensors each was called with)."""
+@dataclass
+class EagerTrace:
+    """What eager PyTorch's modules gave on one input set, each module's first call."""
+
+    order: list[str]  # module names in completion order
+    outputs: dict[str, np.ndarray]  # each module's first output tensor
+    inputs: dict[str, tuple]  # the arguments each module was called with
+    tensors: dict[str, list[np.ndarray]] = field(default_factory=dict)  # every tensor of each module's output
+    repeated: set[str] = field(default_factory=set)  # modules called more than once (an FPN level's head)
+    selected: set[str] = field(default_factory=set)  # modules that finished after a detector's first NMS
+
+
+def eager_trace(model: Any, args: Sequence[Any]) -> EagerTrace:
+    """Every module's first call, by forward hooks, on `args`."""
     import torch
 
     names = {id(m): n for n, m in model.named_modules() if n}
-    order: list[str] = []
-    outputs: dict[str, np.ndarray] = {}
-    inputs: dict[str, tuple] = {}
+    trace = EagerTrace([], {}, {})
+    decided = [False]
 
     def hook(module: Any, given: tuple, output: Any) -> None:
         name = names.get(id(module))
-        tensor = first_tensor(output)
-        if name is None or name in outputs or tensor is None:
+        every = all_tensors(output)
+        if name is None or not every:
             return
-        order.append(name)
-        # a copy: a float32 CPU tensor shares its memory, and an in-place activation next (ReLU(inplace=True),
+        if name in trace.outputs:
+            trace.repeated.add(name)
+            return
+        if decided[0]:
+            trace.selected.add(name)
+        trace.order.append(name)
+        # copies: a float32 CPU tensor shares its memory, and an in-place activation next (ReLU(inplace=True),
         # Hardswish) would otherwise rewrite what was recorded as this module's output
-        outputs[name] = tensor.detach().float().cpu().numpy().copy()
-        inputs[name] = tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in given)
+        trace.tensors[name] = [t.detach().float().cpu().numpy().copy() for t in every]
+        trace.outputs[name] = trace.tensors[name][0]
+        trace.inputs[name] = tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in given)
 
     handles = [m.register_forward_hook(hook) for m in model.modules()]
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _on_nms(lambda: decided.__setitem__(0, True)):
             model(*args)
     finally:
         for handle in handles:
             handle.remove()
-    return order, outputs, inputs
+    return trace
+
+
+@contextmanager
+def _on_nms(seen: Callable[[], None]) -> Iterator[None]:
+    """Call `seen` whenever torchvision's NMS runs (a detector's RPN or final selection)."""
+    from torchvision.ops import boxes
+
+    nms = boxes.nms
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        seen()
+        return nms(*args, **kwargs)
+
+    boxes.nms = watched
+    try:
+        yield
+    finally:
+        boxes.nms = nms
+
+
+def all_tensors(value: Any) -> list[Any]:
+    """Every tensor of a returned structure (tensor, tuple/list, dict), in order."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else []
+    return [t for v in items for t in all_tensors(v)]
 
 
 def first_tensor(value: Any) -> Any:
     """The first tensor of a returned structure (tensor, tuple/list, dict), or None."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value
-    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else []
-    return next((t for t in (first_tensor(v) for v in items) if t is not None), None)
+    return next(iter(all_tensors(value)), None)
 
 
 def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precision: str) -> Divergence | None:
@@ -146,10 +187,14 @@ def localize_onnx(
     from onnx import TensorProto, helper
 
     args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs]
-    order, eager, _ = eager_trace(model, args)
+    trace = eager_trace(model, args)
     closing, ops = _scope_outputs(proto)
     types = tensor_types(proto)
-    wanted = {m: closing[m] for m in order if types.get(closing.get(m, "")) == TensorProto.FLOAT}
+    wanted = {
+        m: closing[m]
+        for m in trace.order
+        if m not in trace.repeated | trace.selected and types.get(closing.get(m, "")) == TensorProto.FLOAT
+    }
     exposed = copy.deepcopy(proto)
     present = {o.name for o in exposed.graph.output}
     for tensor in dict.fromkeys(wanted.values()):
@@ -162,8 +207,33 @@ def localize_onnx(
              for i in session.get_inputs()}  # fmt: skip
     names = list(dict.fromkeys(wanted.values()))
     values = dict(zip(names, session.run(names, feeds), strict=True))
-    reference = eager | _folded_norms(model, order, eager, closing)
-    return _first(artifact, order, reference, lambda m: values.get(wanted[m]) if m in wanted else None, precision, ops)
+    folded = _folded_norms(model, trace.order, trace.outputs, closing)
+
+    def pair(module: str) -> tuple[np.ndarray, np.ndarray] | None:
+        value = values.get(wanted.get(module, ""))
+        if value is None:
+            return None
+        reference = [folded[module]] if module in folded else trace.tensors[module]
+        return _same_tensor(reference, np.asarray(value))
+
+    found = _first(artifact, trace.order, pair, precision, ops)
+    if trace.selected and found.first is None:
+        found.notes.append(
+            f"{len(trace.selected)} modules run on what NMS selected ({', '.join(sorted(trace.selected)[:3])}, ...) "
+            "are not compared: where every module before it agrees, boxes differ by decisions on tied scores"
+        )
+    return found
+
+
+def _same_tensor(reference: list[np.ndarray], value: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the eager tensor the graph tensor `value` is, value): the one of a module's output tensors with its shape
+    (an RPN head answers per-level logits and box offsets; the graph tensor closing its scope is the last level's
+    offsets), else the one with its size (a reshaped output); None when that is not one tensor."""
+    for same in (lambda t: t.shape == value.shape, lambda t: t.size == value.size):
+        found = [t for t in reference if same(t)]
+        if found:
+            return (found[0], value) if len(found) == 1 else None
+    return None
 
 
 def _folded_norms(
@@ -197,22 +267,24 @@ def replay(candidate: Any, model: Any, args: Sequence[Any], precision: str, arti
     the same-named submodule of the eager `model` received, and compare outputs: first divergence wins."""
     import torch
 
-    order, eager, given = eager_trace(model, args)
+    trace = eager_trace(model, args)
     dtype = next((p.dtype for p in candidate.parameters() if p.is_floating_point()), torch.float32)
 
-    def run(name: str) -> np.ndarray | None:
+    def run(name: str) -> tuple[np.ndarray, np.ndarray] | None:
         try:
             sub = _walk(candidate, name)
             cast = tuple(
-                t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in given[name]
+                t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in trace.inputs[name]
             )
             with torch.inference_mode():
                 out = first_tensor(sub(*cast))
         except (AttributeError, RuntimeError, TypeError):
             return None
-        return None if out is None else out.float().numpy()
+        if out is None or out.numel() != trace.outputs[name].size:
+            return None
+        return trace.outputs[name], out.float().numpy()
 
-    return _first(artifact, order, eager, run, precision, {})
+    return _first(artifact, trace.order, run, precision, {})
 
 
 def _walk(module: Any, name: str) -> Any:
@@ -224,21 +296,21 @@ def _walk(module: Any, name: str) -> Any:
 def _first(
     artifact: str,
     order: list[str],
-    eager: dict[str, np.ndarray],
-    candidate: Callable[[str], np.ndarray | None],
+    pair: Callable[[str], tuple[np.ndarray, np.ndarray] | None],
     precision: str,
     ops: dict[str, list[str]],
 ) -> Explanation:
+    """The first module in `order` whose (eager, candidate) outputs (`pair`; None: not comparable) diverge."""
     compared = 0
     for module in order:
-        value = candidate(module)
-        if value is None or np.size(value) != eager[module].size:
+        found = pair(module)
+        if found is None:
             continue
         compared += 1
-        found = divergence(module, eager[module], value, precision)
-        if found is not None:
-            found.ops = ops.get(module, [])
-            return Explanation(artifact, found, compared)
+        divergent = divergence(module, *found, precision)
+        if divergent is not None:
+            divergent.ops = ops.get(module, [])
+            return Explanation(artifact, divergent, compared)
     return Explanation(artifact, None, compared)
 
 

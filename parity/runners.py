@@ -62,6 +62,27 @@ class TorchRunner(BaseRunner):
         return {name: _to_numpy(tensor) for name, (_, tensor) in zip(names, pairs, strict=True)}
 
 
+class DetectorReference(TorchRunner):
+    """An eager detector (a `DetectorTensors`) as the reference: its outputs, plus the pool of boxes it could have
+    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves."""
+
+    def run(self, inputs: Tensors) -> Tensors:
+        import torch
+
+        from modelship.checkpoint.detector import candidate_pool
+
+        outputs = super().run(inputs)
+        image = torch.from_numpy(np.ascontiguousarray(_take(inputs, self.io.inputs[0].name, self.name)))
+        return outputs | candidate_pool(self.module, image).to_outputs()
+
+
+def reference_runner(module: Any, io: IOSpec, name: str = "eager") -> TorchRunner:
+    """The eager reference for `module`: a detector's gives its candidate pool with its outputs."""
+    from modelship.checkpoint.detector import DetectorTensors
+
+    return (DetectorReference if isinstance(module, DetectorTensors) else TorchRunner)(module, io, name=name)
+
+
 class OnnxRuntimeRunner(BaseRunner):
     """An ONNX file in ONNX Runtime (session from `make_session`, created on first use; `model` holds the file's
     serialized bytes when the caller has them, `fp16` whether it is an fp16 graph when known). Inputs are cast to the

@@ -104,9 +104,9 @@ def test_a_module_output_is_recorded_before_an_in_place_activation_rewrites_it()
     its negative values, so localisation compares what that module gave, not the activation after it."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(inplace=True)).eval()
-    order, outputs, _ = eager_trace(model, (torch.randn(1, 3, 8, 8),))
-    assert order == ["0", "1", "2"]
-    assert outputs["1"].min() < 0 and outputs["2"].min() == 0
+    trace = eager_trace(model, (torch.randn(1, 3, 8, 8),))
+    assert trace.order == ["0", "1", "2"]
+    assert trace.outputs["1"].min() < 0 and trace.outputs["2"].min() == 0
 
 
 def test_a_conv_is_compared_with_the_batchnorm_folded_into_it(tmp_path: Path) -> None:
