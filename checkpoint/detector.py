@@ -37,7 +37,9 @@ __all__ = [
     "candidate_pool",
     "fp16_parts",
     "is_detector",
+    "is_two_stage",
     "max_detections",
+    "recording_pool",
     "score_threshold",
     "uses_detector",
 ]
@@ -147,13 +149,29 @@ def candidate_pool(model: DetectorTensors, image: Tensor) -> CandidatePool:
     (after its score threshold and its per-class or per-level top-k), in the input image's pixels, with its score
     and label, and the NMS IoU threshold. An R-CNN is run with its RPN keeping every proposal it ranked (no RPN NMS,
     no cut), so that a proposal a tie let through elsewhere is in the pool too. A parity verdict tells a tie
-    resolved the other way (a box the reference itself scored the same and dropped) from a box that moved."""
+    resolved the other way (a box the reference itself scored the same and dropped) from a box that moved.
+    A one-stage detector's pool is what its own run recorded: use `recording_pool` around that run instead."""
+    with _every_proposal(model.detector), recording_pool(model) as pool:
+        model(image)
+    return pool(image.shape[0])
+
+
+def is_two_stage(model: DetectorTensors) -> bool:
+    """An R-CNN: its boxes come from proposals its RPN selected, so its pool needs a run of its own."""
+    return getattr(model.detector, "rpn", None) is not None
+
+
+@contextmanager
+def recording_pool(model: DetectorTensors) -> Iterator[Callable[[int], CandidatePool]]:
+    """Record what enters the detector's NMS while it runs; yields the function that makes the pool of the last
+    run's `count` images (`candidate_pool`)."""
     from torchvision.ops import boxes
 
     detector = model.detector
     calls: list[tuple[Tensor, Tensor, Tensor, float]] = []
     sizes: list[tuple[list, list]] = []
     trick = boxes._batched_nms_coordinate_trick
+    postprocess = detector.transform.postprocess
 
     def recording_nms(found: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
         calls.append((found, scores, idxs, iou_threshold))
@@ -163,23 +181,23 @@ def candidate_pool(model: DetectorTensors, image: Tensor) -> CandidatePool:
         sizes.append((list(image_shapes), list(original_sizes)))
         return postprocess(result, image_shapes, original_sizes)
 
-    postprocess = detector.transform.postprocess
-    with _every_proposal(detector), _patched(boxes, "_batched_nms_coordinate_trick", recording_nms):
+    def pool(count: int) -> CandidatePool:
+        resized, original = sizes[-1]
+        final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
+        scale = [np.array([w / rw, h / rh, w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
+        return CandidatePool(
+            boxes=[f.float().numpy() * s for (f, *_), s in zip(final, scale, strict=True)],
+            scores=[c[1].float().numpy() for c in final],
+            labels=[c[2].numpy() for c in final],
+            iou_threshold=float(final[0][3]) if final else 0.0,
+        )
+
+    with _patched(boxes, "_batched_nms_coordinate_trick", recording_nms):
         detector.transform.postprocess = recording_postprocess
         try:
-            model(image)
+            yield pool
         finally:
             del detector.transform.postprocess
-    count = image.shape[0]
-    resized, original = sizes[-1]
-    final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
-    scale = [np.array([w / rw, h / rh, w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
-    return CandidatePool(
-        boxes=[f.float().numpy() * s for (f, *_), s in zip(final, scale, strict=True)],
-        scores=[c[1].float().numpy() for c in final],
-        labels=[c[2].numpy() for c in final],
-        iou_threshold=float(final[0][3]) if final else 0.0,
-    )
 
 
 @contextmanager

@@ -64,16 +64,20 @@ class TorchRunner(BaseRunner):
 
 class DetectorReference(TorchRunner):
     """An eager detector (a `DetectorTensors`) as the reference: its outputs, plus the pool of boxes it could have
-    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves."""
+    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves. A
+    one-stage detector's pool is recorded during the run itself; an R-CNN's takes a run of its own."""
 
     def run(self, inputs: Tensors) -> Tensors:
         import torch
 
-        from modelship.checkpoint.detector import candidate_pool
+        from modelship.checkpoint.detector import candidate_pool, is_two_stage, recording_pool
 
-        outputs = super().run(inputs)
         image = torch.from_numpy(np.ascontiguousarray(_take(inputs, self.io.inputs[0].name, self.name)))
-        return outputs | candidate_pool(self.module, image).to_outputs()
+        if is_two_stage(self.module):
+            return super().run(inputs) | candidate_pool(self.module, image).to_outputs()
+        with recording_pool(self.module) as pool:
+            outputs = super().run(inputs)
+        return outputs | pool(image.shape[0]).to_outputs()
 
 
 def reference_runner(module: Any, io: IOSpec, name: str = "eager") -> TorchRunner:
