@@ -13,7 +13,7 @@ HOST_PATH := $(PATH)
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test test-heavy compat lint demo bench bench-quick serve clean
+.PHONY: setup test test-heavy compat lint demo bench bench-quick bench-check serve clean
 
 # Interpreter look-ups, made only when setup runs. probe: "3.12.1 /path/to/python3.12" when $(1) runs (found on the
 # PATH make started with, not in .venv), else nothing. minor: its "3.12". supported: that, when in SUPPORTED.
@@ -91,11 +91,17 @@ demo: setup
 serve: setup
 	$(BIN)/modelship serve
 
+## make bench / bench-quick: every suite (about an hour on 2 cores) / serving with its peers and shared-memory
+## transport (about 3 min); raw runs go to ~/.cache/modelship/bench. make bench-check: --quick against
+## benchmarks/baselines/, exits 1 on a regression (benchmarks/README.md)
 bench: setup
 	$(BIN)/modelship bench
 
 bench-quick: setup
 	$(BIN)/modelship bench --quick
+
+bench-check: setup
+	$(BIN)/modelship bench --quick --against benchmarks/baselines
 
 clean:
 	rm -rf exports model_repo/*/ .pytest_cache

@@ -1,4 +1,5 @@
-"""Benchmark results: one row per measured comparison, printed as ONE table (ratios first) and written as JSON."""
+"""Benchmark results: one row per measured comparison, printed as ONE table (ratios first) and written as JSON
+to a folder outside the checkout (`results_dir`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from typing import Any
 
 from rich.table import Table
 
+# which way a ratio improves: "higher" (served / in-process), "lower" (tool / bare calls, rollout time), "one" (a
+# check of the method: two ways of measuring the same thing should agree); None: a detail that is not judged
+# against a baseline (where a request's time goes, one export step of a second)
+BETTER = ("higher", "lower", "one", None)
+
 
 @dataclass
 class Row:
@@ -20,7 +26,7 @@ class Row:
 
     `case` names what was measured (model, format, batch, concurrency, protocol...); `notes` is a short human
     string (latency percentiles...); `data` holds every figure behind the row for the JSON report; `flags` say why
-    a ratio is not a result (a measurement fault, an unstable point).
+    a ratio is not a result (a measurement fault, an unstable point); `better` which way the ratio improves (BETTER).
     """
 
     suite: str
@@ -33,12 +39,15 @@ class Row:
     notes: str = ""
     data: dict[str, Any] = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)  # why the ratio is not to be trusted (measurement fault, unstable)
+    better: str | None = "higher"
 
     def __post_init__(self) -> None:
         if not self.suite or not self.case:
             raise ValueError("a result row needs a suite and a case")
         if self.ratio is not None and not math.isfinite(self.ratio):
             raise ValueError(f"{self.suite}/{self.case}: ratio must be finite, got {self.ratio}")
+        if self.better not in BETTER:
+            raise ValueError(f"{self.suite}/{self.case}: better must be one of {BETTER}, got {self.better!r}")
 
 
 @dataclass
@@ -51,18 +60,40 @@ class Report:
     seconds: float
     machine: dict[str, Any] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
-    figures: list[str] = field(default_factory=list)
+    suites: list[str] = field(default_factory=list)
+    suite_seconds: dict[str, float] = field(default_factory=dict)  # each suite's own time (`seconds`: the run's)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "started": self.started,
             "seconds": round(self.seconds, 2),
             "quick": self.quick,
+            "suites": self.suites,
+            "suite_seconds": {name: round(seconds, 1) for name, seconds in self.suite_seconds.items()},
             "machine": self.machine,
             "errors": self.errors,
-            "figures": self.figures,
             "rows": [asdict(row) for row in self.rows],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        rows = [Row(**row) for row in data["rows"]]
+        suites = data.get("suites") or list(dict.fromkeys(row.suite for row in rows))
+        timed = data.get("suite_seconds", {})
+        return cls(
+            rows, data["quick"], data["started"], data["seconds"], data["machine"], data["errors"], suites, timed
+        )
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def machine_info() -> dict[str, Any]:
@@ -77,6 +108,7 @@ def machine_info() -> dict[str, Any]:
             continue
     return {
         "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -127,13 +159,24 @@ def render_table(report: Report) -> Table:
     return table
 
 
+def results_dir() -> Path:
+    """Where `modelship bench` writes its raw runs unless told otherwise: the user's cache, never the checkout
+    ($XDG_CACHE_HOME/modelship/bench, else ~/.cache/modelship/bench)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "modelship" / "bench"
+
+
 def result_stem(started: datetime, *, quick: bool, suites: tuple[str, ...] = ()) -> str:
-    """File name stem for a run: `<date>` for a full run, `<date>-quick` for `--quick`, plus `-<suite>...` when only
-    some suites ran (a partial or quick run never overwrites the full run of the same day)."""
-    return "-".join([started.strftime("%Y-%m-%d"), *(["quick"] if quick else []), *suites])
+    """File name stem for a run: `<date>-<time>`, then `quick` for `--quick`, then the suites when only some ran."""
+    return "-".join([started.strftime("%Y-%m-%d-%H%M%S"), *(["quick"] if quick else []), *suites])
 
 
 def write_json(report: Report, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report.to_dict(), indent=2, default=str) + "\n")
     return path
+
+
+def read_json(path: Path) -> Report:
+    """A run `write_json` wrote."""
+    return Report.from_dict(json.loads(Path(path).read_text()))

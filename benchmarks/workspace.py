@@ -2,7 +2,7 @@
 
 Models are random-weight torchvision/timm networks made realistic (`export.realistic.make_realistic`), saved as
 checkpoints, loaded back through the project's loader and exported once through the project's pipeline; every
-suite reuses those exports. The plan (`Plan.full()` / `Plan.quick()`) sizes everything in one place.
+suite reuses those exports. The plan (`Plan.full()` / `Plan.quick_plan()`) sizes everything in one place.
 """
 
 from __future__ import annotations
@@ -42,15 +42,11 @@ MODELS = {
     for m in (
         # 3x224x224 requests, little compute: per-request cost shows. One thread: a 1 ms inference with two threads
         # on two shared cores runs at one of two speeds, set per process (500 or 870 inf/s here), so its ratios
-        # measured the host, not the serving path (benchmarks/README.md, "Why one thread for the small model").
-        # Six rounds: even with one thread its speed is partly the process's, so one server process per run made
-        # its c1 rows move 11-15% between runs (benchmarks/README.md, "Rounds of fresh processes")
+        # measured the host, not the serving path. Six rounds: even with one thread its speed is partly the
+        # process's, so one server process per run made its c1 rows move 11-15% between runs (benchmarks/README.md,
+        # "Lessons")
         BenchModel("small", "mobilenet_v3_small", serving_threads=1, serving_rounds=6),
-        BenchModel("resnet18", "resnet18"),
         BenchModel("resnet50", "resnet50"),
-        BenchModel("resnet101", "resnet101"),
-        BenchModel("vit_tiny", "timm/vit_tiny_patch16_224"),
-        BenchModel("vit_b_16", "vit_b_16"),
     )
 }
 
@@ -66,12 +62,12 @@ class Plan:
     protocols: tuple[str, ...]
     window_s: float
     max_requests: int
-    main_model: str  # the headline model: export, startup, transport, batch growth, perf_analyzer cross-check
-    small_model: str
-    growth_models: tuple[str, ...]
-    growth_batches: tuple[int, ...]
-    batching_concurrency: int = 8
+    main_model: str  # the headline model: export, pipeline, perf_analyzer cross-check
+    small_model: str  # transport, fleet, the pipeline suite's per-request breakdown
+    peer_concurrencies: tuple[int, ...] = (1, 4)  # where modelship is compared with the peers
+    rounds: int | None = None  # fresh-process rounds per serving model; None: the model's serving_rounds
     transport_batch: int = 8
+    transport_protocols: tuple[str, ...] = ("grpc", "http", "grpc-shm", "http-shm")
     pa_window_ms: int = 3000
     repetition: Repetition = field(default_factory=Repetition)  # interleaved pairs per serving point
     # the baseline / standalone check: each standalone measurement is a fresh process, and the small model's pairs
@@ -92,30 +88,36 @@ class Plan:
             max_requests=2000,
             main_model="resnet50",
             small_model="small",
-            growth_models=("resnet18", "resnet50", "resnet101", "vit_tiny", "vit_b_16"),
-            growth_batches=(1, 4, 16, 64),
         )
 
     @classmethod
     def quick_plan(cls) -> Plan:
+        """About 3 minutes on 2 idle cores: the small model over gRPC, each peer at concurrency 1, two rounds of
+        fresh processes, 4 to 8 pairs a point; transport over system shared memory. Indicative, and enough to
+        catch a move of 15% against a baseline on an idle machine (compare.py)."""
         return cls(
             quick=True,
             serving_models=("small",),
             batches=(1, 8),
             concurrencies={"small": (1, 4)},
-            protocols=("grpc", "http"),
-            window_s=1.5,
+            protocols=("grpc",),
+            window_s=1.0,
             max_requests=500,
             main_model="small",
             small_model="small",
-            growth_models=("small",),
-            growth_batches=(1, 8, 32),
+            peer_concurrencies=(1,),
+            rounds=2,
+            transport_protocols=("grpc-shm",),  # plain gRPC at batch 8: the serving suite's rows
             pa_window_ms=1000,
-            repetition=Repetition(min_pairs=4, max_pairs=10, target=0.04),
-            baseline_repetition=Repetition(min_pairs=6, max_pairs=18, target=0.025),
+            repetition=Repetition(min_pairs=4, max_pairs=8, target=0.04),
+            baseline_repetition=Repetition(min_pairs=4, max_pairs=10, target=0.03),
             point_window_s=0.5,
             warmup_s=0.15,
         )
+
+    def rounds_for(self, key: str) -> int:
+        """How many rounds of fresh processes the serving suite spreads `key`'s points over."""
+        return MODELS[key].serving_rounds if self.rounds is None else min(self.rounds, MODELS[key].serving_rounds)
 
 
 Log = Callable[[str], None]

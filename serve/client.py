@@ -6,8 +6,8 @@ concurrency), model metadata, and the repository API (index, config, load, unloa
         outputs = client.infer("digits_onnx", {"image": batch})    # {output name: array}
         many = client.infer_many("digits_onnx", [{"image": b} for b in batches])  # concurrent requests
 
-A client process keeps its large request buffers in its heap (`client_heap.keep_large_buffers`): with glibc's
-defaults every 600 kB request sent from the main thread faulted fresh pages in, about 1 ms per request.
+Constructing a client changes nothing outside it: no allocator or other process-wide setting (docs/serving.md says
+what a script sending large requests from its main thread can set for its own process).
 
 Every failure a user can cause is a ClientError with a one-line message: server down, unknown model, missing or
 unexpected input, wrong dtype, wrong shape, batch over max_batch_size, a refused repository request. Inputs are
@@ -30,7 +30,6 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from modelship.contract.errors import ClientError
-from modelship.serve.client_heap import keep_large_buffers
 from modelship.serve.model_info import ModelInfo, ModelState, Tensors
 from modelship.serve.restricted_api import secret_headers
 
@@ -82,7 +81,6 @@ class TritonClient:
         self.timeout_s = timeout_s
         self.concurrency = concurrency
         self._headers = secret_headers(api_key, self.protocol) or None
-        keep_large_buffers()
         if self.protocol == "http":
             self._client: Any = httpclient.InferenceServerClient(
                 self.address, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s

@@ -14,6 +14,10 @@ lists its (model, version) READY, and still does GRACE_S later (a version being 
 after its stub has ended: up to ~3 s under load was seen, and a supervisor that reloaded it then undid a rollback's
 restore); stubs are mapped to (model, version) from their command line (Triton's instance
 name and the version folder), so local folders and object storage (a temporary copy per model) alike.
+
+What it decides is in its log: one line when it starts watching a stub ("backend stub PID (INSTANCE, version V):
+watching") and one when that stub is gone ("... ended: WHY" or "... died: WHY"), so a reader (an operator, a test)
+can wait for its verdict on a stub instead of guessing how long the supervisor takes to look.
 """
 
 from __future__ import annotations
@@ -35,6 +39,14 @@ GRACE_S = 5.0  # a vanished stub's version still READY this long after: crashed 
 
 
 @dataclass
+class Suspect:
+    """A (model, version) that lost stubs while Triton listed it READY: since when, and the stubs it lost."""
+
+    since: float
+    stubs: list[Stub] = field(default_factory=list)
+
+
+@dataclass
 class Supervisor:
     """Watches `server` from `run(stop)` until `stop` is set; `log` gets one line per event."""
 
@@ -45,45 +57,72 @@ class Supervisor:
     reloads: int = 0
     events: list[dict] = field(default_factory=list)
     _stubs: dict[int, Stub] = field(default_factory=dict)
-    _suspects: dict[tuple[str, str], float] = field(default_factory=dict)  # (model, version): when its stub went
+    _suspects: dict[tuple[str, str], Suspect] = field(default_factory=dict)  # (model, version) whose stub went
     _failures: int = 0
     _up_since: float = field(default_factory=time.monotonic)
 
     def run(self, stop: threading.Event) -> None:
-        self._stubs = self.server.stubs()
+        self._watch(self.server.stubs())
         while not stop.wait(POLL_S):
             if not self.server.running:
                 self._restart(stop, f"tritonserver exited ({self._exit_reason()})")
                 continue
-            stubs = self.server.stubs()
-            gone = [stub for pid, stub in self._stubs.items() if pid not in stubs]
-            crashed = self._crashed(gone, stubs) if gone or self._suspects else []
-            self._stubs = stubs
+            try:
+                crashed = self._look()
+            except ClientError:  # the server itself is going: the next poll sees it
+                continue
             if crashed:
                 self._recover(stop, crashed)
+
+    def _look(self) -> list[str]:
+        """Judge the stubs gone since the last poll, watch the new ones; the models whose stubs crashed."""
+        stubs = self.server.stubs()
+        gone = [stub for pid, stub in self._stubs.items() if pid not in stubs]
+        crashed = self._crashed(gone, stubs) if gone or self._suspects else []
+        self._watch(stubs)
+        return crashed
 
     def _crashed(self, gone: list[Stub], alive: dict[int, Stub]) -> list[str]:
         """The models among the vanished stubs' that crashed: Triton still lists their (model, version) READY,
         GRACE_S after fewer stubs served it than before. A stub whose version was unloaded, replaced or was being
         loaded ended because Triton ended it (its version leaves READY), and so did a model-level stub (a load starts
-        and ends it)."""
-        try:
-            with self.server.client() as client:
-                index = client.repository_index()
-        except ClientError:  # the server itself is going: the next poll sees it
-            return []
+        and ends it). Every vanished stub gets one log line once judged; ClientError when the index is unreadable."""
+        with self.server.client() as client:
+            index = client.repository_index()
         names = {entry.name for entry in index}
         ready = {(entry.name, entry.version) for entry in index if entry.ready}
         before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
         now = Counter((stub.model(names), stub.version) for stub in alive.values())
-        for key in {(stub.model(names), stub.version) for stub in gone}:
-            if key[0] and now[key] < before[key]:
-                self._suspects.setdefault(key, time.monotonic())
-        self._suspects = {key: since for key, since in self._suspects.items() if key in ready}
-        due = [key for key, since in self._suspects.items() if time.monotonic() - since >= GRACE_S]
+        for stub in gone:
+            key = (stub.model(names), stub.version)
+            if not key[0]:
+                self._closed(stub, "ended: a model-level stub (a load starts and ends it)")
+            elif now[key] < before[key]:
+                self._suspects.setdefault(key, Suspect(time.monotonic())).stubs.append(stub)
+            else:
+                self._closed(stub, "ended: another stub serves its version")
+        for key in [key for key in self._suspects if key not in ready]:
+            for stub in self._suspects.pop(key).stubs:
+                self._closed(stub, "ended: Triton unloaded its version")
+        due = [key for key, suspect in self._suspects.items() if time.monotonic() - suspect.since >= GRACE_S]
         for key in due:
-            del self._suspects[key]
+            for stub in self._suspects.pop(key).stubs:
+                self._closed(stub, f"died: its version still READY {GRACE_S:.0f} s later")
         return sorted({model for model, _ in due})
+
+    def _watch(self, stubs: dict[int, Stub], ended: str = "") -> None:
+        """Watch `stubs` from now on (a line for each new one); `ended`: why those no longer there ended, when the
+        caller knows it (a reload, a restart; a poll has judged them itself)."""
+        for pid, stub in self._stubs.items():
+            if ended and pid not in stubs:
+                self._closed(stub, f"ended {ended}")
+        for pid, stub in stubs.items():
+            if pid not in self._stubs:
+                self.log(f"{_describe(stub)}: watching")
+        self._stubs = stubs
+
+    def _closed(self, stub: Stub, verdict: str) -> None:
+        self.log(f"{_describe(stub)} {verdict}")
 
     def _exit_reason(self) -> str:
         code = self.server.process.poll() if self.server.process is not None else None
@@ -106,7 +145,7 @@ class Supervisor:
             seconds = time.perf_counter() - began
             self.reloads += 1
             self._event("reload", f"the backend stub of {model} died; reloaded it in {seconds:.1f} s", seconds)
-        self._stubs = self.server.stubs()
+        self._watch(self.server.stubs(), ended=f"with the reload of {', '.join(models)}")
 
     def _restart(self, stop: threading.Event, why: str) -> None:
         if time.monotonic() - self._up_since > STABLE_S:
@@ -125,9 +164,16 @@ class Supervisor:
         seconds = time.perf_counter() - began
         self.restarts += 1
         self._up_since = time.monotonic()
-        self._stubs = self.server.stubs()
+        for stub in (stub for suspect in self._suspects.values() for stub in suspect.stubs):
+            self._closed(stub, "ended with tritonserver")
+        self._suspects.clear()
+        self._watch(self.server.stubs(), ended="with tritonserver")
         self._event("restart", f"tritonserver ready again in {seconds:.1f} s on the same ports", seconds)
 
     def _event(self, kind: str, message: str, seconds: float) -> None:
         self.events.append({"event": kind, "seconds": round(seconds, 2), "message": message})
         self.log(message)
+
+
+def _describe(stub: Stub) -> str:
+    return f"backend stub {stub.pid} ({stub.instance}, version {stub.version})"

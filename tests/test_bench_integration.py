@@ -1,4 +1,5 @@
-"""`modelship bench --quick` end to end on the small model: real export, real Triton, real clients."""
+"""`modelship bench --quick` end to end on the small model: real export, real Triton, real clients; its baseline
+saved and the same run compared with it."""
 
 from __future__ import annotations
 
@@ -12,22 +13,17 @@ from modelship.cli.main import main
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_bench_quick_batching_suite_writes_one_json_report(tmp_path) -> None:
-    out = tmp_path / "results"
-    result = CliRunner().invoke(
-        main,
-        ["bench", "--quick", "--suite", "batching", "--out", str(out), "--work-dir", str(tmp_path / "work"), "--json"],
-    )
+def test_bench_quick_transport_suite_writes_one_report_and_a_baseline_it_matches(tmp_path) -> None:
+    out, baselines = tmp_path / "results", tmp_path / "baselines"
+    args = ["bench", "--quick", "--suite", "transport", "--out", str(out), "--work-dir", str(tmp_path / "work")]
+    result = CliRunner().invoke(main, [*args, "--save-baseline", str(baselines), "--json"])
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["ok"] is True and payload["quick"] is True and payload["errors"] == {}
-    (row,) = payload["rows"]
-    assert row["suite"] == "batching" and row["ratio"] > 0
-    assert row["data"]["average_batch"]["small_onnx_nobatch"] == pytest.approx(1.0)
+    assert [row["case"] for row in payload["rows"]] == ["small b8 (4.8 MB) c1 grpc-shm"]
+    assert all(row["suite"] == "transport" and row["ratio"] > 0 for row in payload["rows"])
     assert json.loads((out / payload["json"].rsplit("/", 1)[-1]).read_text())["rows"] == payload["rows"]
-
-
-def test_bench_rejects_an_unknown_suite(tmp_path) -> None:
-    result = CliRunner().invoke(main, ["bench", "--suite", "nope", "--out", str(tmp_path), "--json"])
-    assert result.exit_code == 2
-    assert "unknown suite" in json.loads(result.stdout)["error"]
+    assert payload["baselines_saved"] == [str(baselines / "transport-quick.json")]
+    again = CliRunner().invoke(main, ["bench", "--from-run", payload["json"], "--against", str(baselines), "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["comparison"]["summary"] == "1 row compared: 1 same"

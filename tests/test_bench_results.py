@@ -7,10 +7,8 @@ import pytest
 from rich.console import Console
 
 from modelship.bench.perf_analyzer import LIBRARIES, PerfAnalyzer, _link_libraries, parse_csv
-from modelship.bench.plot import plot_cost_growth
-from modelship.bench.report import Report, Row, format_number, render_table, result_stem, write_json
-from modelship.bench.suites.batching import scrape_counts
-from modelship.bench.tuning import clone_model, read_config, tune_model
+from modelship.bench.report import Report, Row, format_number, read_json, render_table, result_stem, write_json
+from modelship.bench.tuning import read_config, set_intra_op_threads
 
 # What perf_analyzer 2.51 writes with -f (latencies in microseconds; no average column).
 PA_CSV = """Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,\
@@ -54,16 +52,13 @@ def test_perf_analyzer_libraries_are_linked_and_put_first_on_the_path(tmp_path, 
 
 def _report() -> Report:
     rows = [
-        Row("serving", "resnet50 onnx b8 c4 grpc", 0.91, "served / in-process throughput", 21.3, 23.4, "inf/s"),
-        Row("startup", "empty repository", None, "", 0.12, None, "s"),
-        Row("growth", "resnet18 b1 c1 grpc (size)", 1.2, "served / in-process p50 latency", 12.0, 10.0, "ms",
-            data={"axis": "model", "model": "resnet18", "params_m": 11.7, "export_s": 8.0, "parity_s": 1.0,
-                  "served_ms": 12.0, "inprocess_ms": 10.0}),
-        Row("growth", "resnet50 b4 c1 grpc (batch)", 1.1, "served / in-process p50 latency", 44.0, 40.0, "ms",
-            data={"axis": "batch", "model": "resnet50", "batch": 4, "params_m": 25.6, "served_ms": 44.0,
-                  "inprocess_ms": 40.0}),
+        Row("serving", "resnet50 onnx b8 c4 grpc", 0.91, "served / in-process throughput", 21.3, 23.4, "inf/s",
+            data={"ratios": [0.9, 0.91, 0.93], "relative_error": 0.012}),
+        Row("serving", "resnet50 onnx pytriton peer", None, "modelship / peer", None, None, "", "not installed"),
+        Row("export", "resnet50 end to end", 0.96, "tool / bare library calls", 14.4, 14.9, "s", better="lower"),
     ]  # fmt: skip
-    return Report(rows, quick=True, started="2026-01-02T03:04:05", seconds=12.5, machine={"cpus": 2})
+    return Report(rows, quick=True, started="2026-01-02T03:04:05", seconds=12.5, machine={"cpus": 2},
+                  suites=["export", "serving"])  # fmt: skip
 
 
 def test_table_puts_the_ratio_first() -> None:
@@ -78,6 +73,8 @@ def test_table_puts_the_ratio_first() -> None:
 def test_row_rejects_non_finite_ratio() -> None:
     with pytest.raises(ValueError):
         Row("s", "c", float("inf"), "", 1.0, 0.0, "s")
+    with pytest.raises(ValueError, match="better"):
+        Row("s", "c", 1.0, "", 1.0, 1.0, "s", better="faster")
 
 
 def test_format_number() -> None:
@@ -87,48 +84,26 @@ def test_format_number() -> None:
     assert format_number(4321.9) == "4,322"
 
 
-def test_json_and_plot_are_written(tmp_path) -> None:
+def test_a_run_is_written_and_read_back_under_a_name_that_never_overwrites(tmp_path) -> None:
     report = _report()
-    stem = result_stem(datetime(2026, 1, 2), quick=True)
-    assert stem == "2026-01-02-quick"
-    assert result_stem(datetime(2026, 1, 2), quick=False, suites=("tuning",)) == "2026-01-02-tuning"
-    path = write_json(report, tmp_path / f"{stem}.json")
+    started = datetime(2026, 1, 2, 3, 4, 5)
+    assert result_stem(started, quick=True) == "2026-01-02-030405-quick"
+    assert result_stem(started, quick=False, suites=("serving",)) == "2026-01-02-030405-serving"
+    path = write_json(report, tmp_path / "run.json")
     data = json.loads(path.read_text())
-    assert data["quick"] is True and len(data["rows"]) == 4
-    assert data["rows"][0]["ratio"] == 0.91
-    figure = plot_cost_growth(report.rows, tmp_path / f"{stem}.png")
-    assert figure is not None and figure.stat().st_size > 1000
-    assert plot_cost_growth(report.rows[:2], tmp_path / "none.png") is None
+    assert data["quick"] is True and data["suites"] == ["export", "serving"] and len(data["rows"]) == 3
+    assert data["rows"][0]["ratio"] == 0.91 and data["rows"][2]["better"] == "lower"
+    assert read_json(path) == report
 
 
-def test_scrape_triton_metrics() -> None:
-    text = """# HELP nv_inference_count Number of inferences performed
-nv_inference_count{model="m_onnx",version="1"} 24
-nv_inference_exec_count{model="m_onnx",version="1"} 8
-nv_inference_count{model="other",version="1"} 3
-nv_cpu_utilization 0.5
-"""
-    counts = scrape_counts(text)
-    assert counts["m_onnx"] == {"nv_inference_count": 24.0, "nv_inference_exec_count": 8.0}
-    assert counts["other"] == {"nv_inference_count": 3.0}
-
-
-def test_clone_and_tune_a_published_config(tmp_path) -> None:
-    source = tmp_path / "m_onnx"
-    (source / "1").mkdir(parents=True)
-    (source / "1" / "model.onnx").write_bytes(b"onnx")
-    (source / "config.pbtxt").write_text(
+def test_the_serving_suite_sets_one_published_configs_threads(tmp_path) -> None:
+    model = tmp_path / "m_onnx"
+    model.mkdir()
+    (model / "config.pbtxt").write_text(
         'name: "m_onnx"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 16\n'
         "instance_group { count: 1 kind: KIND_CPU }\ndynamic_batching { max_queue_delay_microseconds: 100 }\n"
     )
-    clone = clone_model(tmp_path, "m_onnx", "m_onnx_off")
-    assert (clone / "1" / "model.onnx").read_bytes() == b"onnx"
-    config = tune_model(clone, dynamic_batching=False, instances=2, intra_op_threads=1)
-    assert config.name == "m_onnx_off"
-    assert not config.HasField("dynamic_batching")
-    assert config.instance_group[0].count == 2
+    config = set_intra_op_threads(model, 1)
     assert config.parameters["intra_op_thread_count"].string_value == "1"
-    assert read_config(clone) == config
-    delayed = tune_model(source, queue_delay_us=5000)
-    assert delayed.dynamic_batching.max_queue_delay_microseconds == 5000
-    assert read_config(source).name == "m_onnx"
+    assert config.dynamic_batching.max_queue_delay_microseconds == 100 and config.instance_group[0].count == 1
+    assert read_config(model) == config

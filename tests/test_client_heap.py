@@ -1,5 +1,6 @@
-"""A client process keeps large request buffers in its heap (serve.client_heap): what glibc does with an 8 MiB
-block, before and after keep_large_buffers(), in fresh interpreters (the setting is process-wide)."""
+"""What glibc does with an 8 MiB block in a fresh interpreter (allocator settings are process-wide): a TritonClient
+leaves them as they were; the bench's load generator keeps large request buffers in its own heap
+(modelship.bench.requests.keep_large_buffers)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,30 @@ pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc
 
 PROBE = """
 import ctypes, json, sys
-from modelship.serve.client_heap import keep_large_buffers
 
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
                 ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
                  "keepcost")]
 
+applied = None
+if sys.argv[1] == "keep":
+    from modelship.bench.requests import keep_large_buffers
+    applied = keep_large_buffers()
+elif sys.argv[1] == "client":
+    from modelship.serve.client import TritonClient
+    for url in ("http://127.0.0.1:1", "grpc://127.0.0.1:1"):
+        TritonClient(url).close()
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
-applied = keep_large_buffers() if sys.argv[1] == "keep" else None
+before = libc.mallinfo2()
 block = bytearray(8 << 20)
-mapped = libc.mallinfo2().hblkhd >= 8 << 20
+mapped = libc.mallinfo2().hblkhd - before.hblkhd >= 8 << 20
 del block
-print(json.dumps({"applied": applied, "mapped": mapped, "heap_kept": libc.mallinfo2().arena >= 8 << 20}))
+heap_kept = libc.mallinfo2().arena - before.arena >= 8 << 20
+print(json.dumps({"applied": applied, "mapped": mapped, "heap_kept": heap_kept}))
 """
+DEFAULTS = {"applied": None, "mapped": True, "heap_kept": False}  # glibc's: mapped, and returned when freed
 
 
 def probe(mode: str, **env: str) -> dict:
@@ -40,7 +50,11 @@ def probe(mode: str, **env: str) -> dict:
 
 
 def test_by_default_a_large_block_is_mapped_and_returned_on_every_request():
-    assert probe("default") == {"applied": None, "mapped": True, "heap_kept": False}
+    assert probe("default") == DEFAULTS
+
+
+def test_a_triton_client_leaves_the_processs_allocator_settings_alone():
+    assert probe("client") == DEFAULTS
 
 
 def test_kept_large_blocks_come_from_the_heap_and_stay_there_for_the_next_request():
@@ -48,11 +62,4 @@ def test_kept_large_blocks_come_from_the_heap_and_stay_there_for_the_next_reques
 
 
 def test_a_threshold_the_user_set_wins():
-    assert probe("keep", MALLOC_TRIM_THRESHOLD_="131072") == {"applied": False, "mapped": True, "heap_kept": False}
-
-
-def test_modelships_client_keeps_them():
-    code = "from modelship.serve.client import TritonClient; from modelship.serve.client_heap import keep_large_buffers"
-    code += "; TritonClient('grpc://127.0.0.1:1'); print(keep_large_buffers.cache_info().currsize)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "1"
+    assert probe("keep", MALLOC_TRIM_THRESHOLD_="131072") == {**DEFAULTS, "applied": False}

@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
-import signal
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import parse_config
 from modelship.testing.object_store import ObjectStore, moto_server
 from tests.cli_contract import invoke
+from tests.processes import kill_when
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -95,26 +94,36 @@ def test_publish_uploads_versions_and_serve_reads_the_bucket(store: ObjectStore,
         assert client.model("tiny_onnx").versions == ("2",)
 
 
-@pytest.mark.parametrize("trial", range(3))
+@pytest.mark.parametrize(
+    ("model", "listed"),
+    [
+        ("tiny_onnx", {"tiny_onnx": [1], "tiny_preprocess": [1], "tiny_pipeline": [1]}),
+        ("tiny_preprocess", {"tiny_onnx": [2], "tiny_preprocess": [1], "tiny_pipeline": [1]}),
+    ],
+    ids=["in the first model", "in the second model"],
+)
 def test_a_killed_publisher_never_leaves_a_visible_partial_version(
-    store: ObjectStore, export_dir: Path, trial: int
+    store: ObjectStore, export_dir: Path, model: str, listed: dict[str, list[int]]
 ) -> None:
-    url, prefix = store.url(f"killed{trial}"), f"killed{trial}"
+    """Killed as soon as the first object of `model`'s version 2 is uploaded (the next waits SLOW_PUT_S): that version
+    stays unlisted, the models uploaded before it list theirs, and the next publisher skips number 2."""
+    url, prefix = store.url(f"killed-{model}"), f"killed-{model}"
     publish(export_dir, url)
     process = subprocess.Popen(
         [*SLOW_CLI, "publish", str(export_dir), "--repo", url, "--artifact", "onnx", "--json"],
         cwd=REPO_ROOT,
-        env={**os.environ, "SLOW_PUT_S": "0.15"},
+        env={**os.environ, "SLOW_PUT_S": "0.5"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    time.sleep(random.Random(trial).uniform(1.5, 4.0))
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    listed = assert_consistent(store, prefix)
-    assert listed["tiny_onnx"] in ([1], [2])
+    s3, started = store.client(), f"{prefix}/{model}/2/"
+    kill_when(process, lambda: s3.list_objects_v2(Bucket=store.bucket, Prefix=started)["KeyCount"] > 0)
+    partial, whole = objects(store, f"{prefix}/{model}/2"), objects(store, f"{prefix}/{model}/1")
+    assert 0 < len(partial) < len(whole), f"the kill did not land inside version 2 of {model}: {sorted(partial)}"
+    assert assert_consistent(store, prefix) == listed
     after = publish(export_dir, url)  # the dead publisher's lock is taken over; its version number is not reused
-    assert after["models"][0]["version"] >= 2 and assert_consistent(store, prefix)["tiny_onnx"] != listed["tiny_onnx"]
+    assert {m["version"] for m in after["models"]} == {3}
+    assert assert_consistent(store, prefix) == {name: [3] for name in listed}
 
 
 def test_concurrent_publishers_get_distinct_versions(store: ObjectStore, export_dir: Path) -> None:

@@ -1,18 +1,23 @@
 """`modelship serve`'s supervisor on a local folder and on object storage (moto_server) alike: a crashed stub is
 reloaded (with the versions it served), an aborted tritonserver restarted, while what Triton does on purpose
 (a version unloaded or replaced, the model unloaded and loaded again through the repository API) is left alone.
-Stopping leaves no temporary model copies behind."""
+Stopping leaves no temporary model copies behind.
+
+Nothing here sleeps to mean "nothing happened": the supervisor logs when it starts watching a stub and its verdict
+once that stub is gone, and the tests wait for those lines (bounded), then read what it decided.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +33,9 @@ from tests.cli_contract import invoke
 from tests.processes import cmdline, descendants
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+WATCHING = re.compile(r"backend stub (\d+) \(.*\): watching$", re.M)
+CLOSED = re.compile(r"backend stub (\d+) \(.*\) (?:ended|died)\b", re.M)
+STUB = "triton_python_backend_stub"
 BATCH = {"image": np.zeros((1, 3, SIZE, SIZE), np.float32)}
 
 
@@ -84,12 +92,38 @@ class Api:
         return self.call(f"/v2/models/{MODEL}")["versions"]
 
 
-def events_during(replica: Replica, action) -> str:
-    """What the supervisor logged while `action` ran and in the few polls after it."""
+def settle(replica: Replica, versions: list[str], timeout_s: float = 60.0) -> None:
+    """Wait until the model's instance stubs serve `versions` (one each), the supervisor watches every stub alive
+    and has given its verdict on every stub it watched that is gone."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stubs = _stubs(replica)
+        log = replica.log.read_text()
+        watched, closed = {int(p) for p in WATCHING.findall(log)}, {int(p) for p in CLOSED.findall(log)}
+        served = sorted(Path(argv[1]).parent.name for argv in stubs.values() if _instance(argv))
+        if served == versions and set(stubs) <= watched and watched - set(stubs) <= closed:
+            return
+        assert time.monotonic() < deadline, f"not settled on {versions} (stubs: {served}) in {timeout_s:.0f} s:\n{log}"
+        time.sleep(0.1)
+
+
+def events_during(replica: Replica, *steps: tuple[Callable[[], object], list[str]]) -> str:
+    """What the supervisor logged while each (action, versions it leaves served) step ran and until it settled."""
+    settle(replica, Api(replica).versions())
     start = len(replica.log.read_text())
-    action()
-    time.sleep(2.0)  # four supervisor polls
+    for action, versions in steps:
+        action()
+        settle(replica, versions)
     return replica.log.read_text()[start:]
+
+
+def wait_line(replica: Replica, start: int, text: str, seconds: float = 90.0) -> str:
+    """The supervisor's log since offset `start`, once it holds `text`."""
+    deadline = time.monotonic() + seconds
+    while text not in (log := replica.log.read_text()[start:]):
+        assert time.monotonic() < deadline, f"no {text!r} in {seconds:.0f} s:\n{log}"
+        time.sleep(0.1)
+    return log
 
 
 def serves(replica: Replica) -> bool:
@@ -108,43 +142,47 @@ def wait_serving(replica: Replica, seconds: float = 60.0) -> float:
     return time.monotonic() - began
 
 
+def assert_left_alone(log: str, unloaded: int) -> None:
+    """`unloaded` instance stubs ended with their version, and nothing died, was reloaded or restarted."""
+    verdicts = [line for line in log.splitlines() if f"({MODEL}_0_0, " in line and CLOSED.search(line)]
+    assert len(verdicts) == unloaded and all("Triton unloaded its version" in v for v in verdicts), log
+    assert "died" not in log and "reload" not in log and "restart" not in log, log
+
+
 def test_a_replaced_version_is_not_a_crash(replica: Replica) -> None:
     api = Api(replica)
-    log = events_during(replica, lambda: (api.load([1]), api.load([2])))
+    log = events_during(replica, (lambda: api.load([1]), ["1"]), (lambda: api.load([2]), ["2"]))
     assert api.versions() == ["2"] and serves(replica)
-    assert "reload" not in log and "restart" not in log, log
+    assert_left_alone(log, unloaded=2)
 
 
 def test_an_unloaded_version_is_not_a_crash(replica: Replica) -> None:
     api = Api(replica)
-    log = events_during(replica, lambda: (api.load([1, 2]), api.load([1])))
+    log = events_during(replica, (lambda: api.load([1, 2]), ["1", "2"]), (lambda: api.load([1]), ["1"]))
     assert api.versions() == ["1"] and serves(replica)
-    assert "reload" not in log and "restart" not in log, log
+    assert_left_alone(log, unloaded=1)
 
 
 def test_the_model_unloaded_and_loaded_again_is_not_a_crash(replica: Replica) -> None:
     api = Api(replica)
-    log = events_during(
-        replica, lambda: (api.call(f"/v2/repository/models/{MODEL}/unload", {}), time.sleep(2), api.load())
-    )
+    unload = (lambda: api.call(f"/v2/repository/models/{MODEL}/unload", {}), [])
+    log = events_during(replica, unload, (api.load, ["2"]))
     wait_serving(replica)
-    assert "reload" not in log and "restart" not in log, log
+    assert_left_alone(log, unloaded=1)
 
 
 def test_a_killed_stub_is_reloaded_with_the_versions_it_served(replica: Replica, report_figure) -> None:
     api = Api(replica)
     api.load([1])  # not the repository's latest
-    wait_serving(replica)
-    deadline = time.monotonic() + 30
-    while len(stubs := _instance_stubs(replica)) != 1:  # the stub of the version replaced may still be ending
-        assert time.monotonic() < deadline, stubs
-        time.sleep(0.1)
-    stub = stubs[0]
+    settle(replica, ["1"])  # the supervisor watches its stub
+    (stub,) = _instance_stubs(replica)
     start = len(replica.log.read_text())
+    began = time.monotonic()
     os.kill(stub, signal.SIGKILL)
-    recovered = wait_serving(replica)
-    log = replica.log.read_text()[start:]
-    assert f"the backend stub of {MODEL} died; reloaded it" in log and "restart" not in log, log
+    log = wait_line(replica, start, f"the backend stub of {MODEL} died; reloaded it")
+    wait_serving(replica)
+    recovered = time.monotonic() - began
+    assert f"backend stub {stub} ({MODEL}_0_0, version 1) died" in log and "restart" not in log, log
     assert api.versions() == ["1"]  # the config it was served with, not the repository's latest
     report_figure(f"supervisor ({replica.http_url}): a killed stub reloaded, serving again after {recovered:.1f} s")
 
@@ -158,8 +196,9 @@ def test_an_aborted_tritonserver_is_restarted(replica: Replica) -> None:
     start = len(replica.log.read_text())
     with pytest.raises((urllib.error.URLError, OSError)):
         urllib.request.urlopen(request, timeout=30)
-    wait_serving(replica, 90)
-    assert "restarting" in replica.log.read_text()[start:]
+    log = wait_line(replica, start, "tritonserver ready again")
+    wait_serving(replica)
+    assert "restarting" in log, log
     temporary = {c for c in copies if c.parent == Path(tempfile.gettempdir())}  # object storage: Triton's copies
     assert not any(c.exists() for c in temporary), "the aborted server's model copies were left behind"
 
@@ -173,9 +212,15 @@ def test_stopping_leaves_no_temporary_model_copies(storage: tuple[str, Path]) ->
     assert set(temp.glob("folder*")) <= before
 
 
+def _stubs(replica: Replica) -> dict[int, list[str]]:
+    """The replica's backend stubs now, with their command lines."""
+    return {pid: argv for pid in descendants(replica.process.pid) if (argv := cmdline(pid)) and argv[0].endswith(STUB)}
+
+
+def _instance(argv: list[str]) -> bool:
+    """Whether the stub runs the model's (only) instance."""
+    return f"{MODEL}_0_0" in argv
+
+
 def _instance_stubs(replica: Replica) -> list[int]:
-    return [
-        pid
-        for pid in descendants(replica.process.pid)
-        if (argv := cmdline(pid)) and argv[0].endswith("triton_python_backend_stub") and f"{MODEL}_0_0" in argv
-    ]
+    return [pid for pid, argv in _stubs(replica).items() if _instance(argv)]

@@ -1,5 +1,6 @@
 """Benchmark suites. Each is `run(workspace) -> list[Row]`; SUITES lists them in the order `modelship bench` runs
-them (export first: its fp16 export of the main model is reused by every later suite)."""
+them (export first: its fp16 export of the main model is reused by every later suite). `--quick` runs QUICK_SUITES
+with the quick plan: serving with its peers, in about 3 minutes on 2 idle cores."""
 
 from __future__ import annotations
 
@@ -12,29 +13,14 @@ from modelship.bench.workspace import Workspace
 # name (= its module here) -> what it measures
 SUITES: dict[str, str] = {
     "export": "export-model per step vs the bare library calls; parity overhead",
-    "serving": "throughput through Triton (gRPC, HTTP) vs in-process ONNX Runtime",
-    "batching": "single-image requests at concurrency 8, dynamic batching on vs off",
+    "serving": "throughput through Triton (gRPC, HTTP) vs in-process ONNX Runtime; the FastAPI and PyTriton peers",
     "transport": "binary HTTP vs gRPC vs system shared memory, 8x3x224x224 fp32",
-    "startup": "server start to ready vs loading the same files in-process",
-    "growth": "export, parity and serving cost vs model size and batch size",
     "pipeline": "encoded JPEG in, logits out: server-side preprocessing vs the same work in-process",
     "fleet": "rollout time from S3 vs a folder for 1 and 3 servers; 2 servers round robin vs 1",
     "vision": "a photo in, the class mask or the boxes out: segmentation and detection pipelines vs in-process",
     "text": "a text in, an embedding out: server-side tokenization vs the same work in-process (MiniLM)",
-    "tuning": "opt-in: ORT threads/optimisation, instances, queue delay, encoding",
 }
-DEFAULT_SUITES = (
-    "export",
-    "serving",
-    "batching",
-    "transport",
-    "startup",
-    "growth",
-    "pipeline",
-    "fleet",
-    "vision",
-    "text",
-)
+QUICK_SUITES = ("serving", "transport")
 
 
 def suite(name: str) -> Callable[[Workspace], list[Row]]:

@@ -44,7 +44,7 @@ def run(ws: Workspace) -> list[Row]:
             rows.append(
                 Row(SUITE, f"{key} rollout to {size} server{'s' * (size > 1)}", ratio(seconds["s3"], seconds["folder"]),
                     "rollout time, S3 repository / local folder", seconds["s3"], seconds["folder"], "s",
-                    "load + ready + served parity on each server, one after another")
+                    "load + ready + served parity on each server, one after another", better="lower")
             )  # fmt: skip
         rows.append(_round_robin(ws, repos["folder"], model, key))
     return rows

@@ -5,7 +5,7 @@ pairs (served, in-process, served, ...: repeated.interleaved) and reported as th
 flagged when it cannot be true (served faster than in-process) or stays imprecise. The peers (peer.PEERS: the
 do-it-yourself FastAPI + uvicorn + ONNX Runtime server, PyTriton around the same session) are measured the same way
 at the same points, with modelship / peer beside them. A model whose speed depends on the process it runs in (a 1 ms
-inference: `BenchModel.serving_rounds`) has its points spread over rounds, each with a fresh server, worker and
+inference: `Plan.rounds_for`) has its points spread over rounds, each with a fresh server, worker and
 peers (repeated.Round). perf_analyzer measures one point as well, interleaved with the load generator, to show both
 agree."""
 
@@ -24,13 +24,12 @@ from modelship.bench.perf_analyzer import PerfAnalyzerUnavailable, ensure_perf_a
 from modelship.bench.repeated import PointsInRound, RepeatedPoint, Round, interleaved
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats
-from modelship.bench.tuning import tune_model
+from modelship.bench.tuning import set_intra_op_threads
 from modelship.bench.workspace import MODELS, Plan, Workspace, sample_inputs
 from modelship.serve.server import TritonServer
 
 SUITE = "serving"
 PA_POINT = {"batch": 8, "concurrency": 4, "protocol": "grpc"}
-PEER_CONCURRENCIES = (1, 4)  # where modelship is compared with the peers
 STANDALONE_RATIO = "bench's in-process worker / a standalone program"
 BASELINE_TOLERANCE = 0.05
 # perf_analyzer's own stability rule (3 windows within 20%) failed on this machine's noise and killed the row; the
@@ -49,8 +48,8 @@ def run(ws: Workspace) -> list[Row]:
         repo = ws.repo(f"{SUITE}-{key}")
         model = ws.publish(repo, key)
         if MODELS[key].serving_threads is not None:
-            tune_model(repo / model, intra_op_threads=MODELS[key].serving_threads)
-        rounds = MODELS[key].serving_rounds
+            set_intra_op_threads(repo / model, MODELS[key].serving_threads)
+        rounds = plan.rounds_for(key)
         points: dict[str, RepeatedPoint] = {}
         for index in range(rounds):
             loads: dict[tuple, Callable[[], LoadStats]] = {}
@@ -112,7 +111,7 @@ def _model_rows(
                 flags = check.unstable()
                 if abs(check.ratio - 1) > BASELINE_TOLERANCE:
                     flags.append(f"baseline off: {check.ratio:.2f}x a standalone program (> 5% apart)")
-                rows.append(point_row(case, check, plan, STANDALONE_RATIO, flags=flags, threads=threads))
+                rows.append(point_row(case, check, plan, STANDALONE_RATIO, flags=flags, threads=threads, better="one"))
     return rows
 
 
@@ -126,9 +125,11 @@ def point_row(
     threads: int | None = None,
     suite: str = SUITE,
     unit: str = "inf/s",
+    better: str = "higher",
 ) -> Row:
     """A row of a served / in-process point (`flags`: its own, for rows that compare something else; `threads`:
-    the model's serving_threads, said in the notes; `suite` and `unit` for another suite's point)."""
+    the model's serving_threads, said in the notes; `suite` and `unit` for another suite's point; `better`: which
+    way its ratio improves, report.BETTER)."""
     notes = f"{point.describe()}; {latency_notes(point.median_served)}"
     if threads is not None:
         notes += f"; {threads} intra-op thread(s) on every side"
@@ -145,6 +146,7 @@ def point_row(
         notes,
         point.to_dict(),
         point.flags() if flags is None else flags,
+        better,
     )
 
 
@@ -177,7 +179,7 @@ def _peer_rows(
     plan = ws.plan
     threads = MODELS[at.key].serving_threads
     rows = []
-    for concurrency in [c for c in plan.concurrencies[at.key] if c in PEER_CONCURRENCIES]:
+    for concurrency in [c for c in plan.concurrencies[at.key] if c in plan.peer_concurrencies]:
         ws.log(f"serving: {peer.label} {at.key} batch {at.batch} concurrency {concurrency}")
         load = functools.partial(
             run_load,
@@ -214,13 +216,13 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
     plan = ws.plan
     key = plan.main_model
     point = dict(PA_POINT, concurrency=max(c for c in plan.concurrencies[key] if c <= PA_POINT["concurrency"]))
-    case = f"{key} onnx b{point['batch']} c{point['concurrency']} {point['protocol']}"
+    case = f"{key} onnx b{point['batch']} c{point['concurrency']} {point['protocol']} perf_analyzer vs loadgen"
     ratio_of = "perf_analyzer / loadgen throughput"
     ours = loads[key, point["batch"], point["concurrency"], point["protocol"]]
     try:
         analyzer = ensure_perf_analyzer()
     except PerfAnalyzerUnavailable as exc:
-        return Row(SUITE, case, None, ratio_of, None, None, "inf/s", str(exc))
+        return Row(SUITE, case, None, ratio_of, None, None, "inf/s", str(exc), better="one")
     theirs = functools.partial(
         analyzer.measure,
         model=model,
@@ -232,11 +234,11 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
         stability_percent=PA_STABILITY_PERCENT,
         max_trials=PA_MAX_TRIALS,
     )
-    ws.log(f"serving: perf_analyzer {case}")
+    ws.log(f"serving: {case}")
     try:  # perf_analyzer's own stability trials make each of its measurements long: fewer pairs
         pairs = interleaved(theirs, ours, replace(plan.repetition, max_pairs=max(plan.repetition.min_pairs, 5)))
     except RuntimeError as exc:
-        return Row(SUITE, case, None, ratio_of, None, None, "inf/s", str(exc))
+        return Row(SUITE, case, None, ratio_of, None, None, "inf/s", str(exc), better="one")
     return Row(
         SUITE,
         case,
@@ -248,4 +250,5 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
         f"{pairs.describe()}; perf_analyzer {latency_notes(pairs.median_served)}",
         pairs.to_dict(),
         pairs.unstable(),
+        better="one",
     )
