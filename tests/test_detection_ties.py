@@ -25,26 +25,11 @@ from modelship.contract.manifest import Manifest
 from modelship.parity import Tolerance, TorchRunner, compare_function, compare_runners, reference_runner
 from modelship.parity.localize import localize_onnx
 from modelship.parity.tolerance import ToleranceConfig
-from tests.test_detection import CLASSES, RPN_ALL, detector_checkpoint
+from tests.test_detection import CLASSES, RPN_ALL, _padded, detector_checkpoint
 
 TOLERANCE = Tolerance(atol=0, rtol=0, box_atol=2.0, score_atol=5e-3, score_margin=0.01, score_edge=0.05)
 A, B = [10.0, 10.0, 60.0, 60.0], [14.0, 12.0, 66.0, 62.0]  # IoU 0.75: NMS (0.5) keeps one of them
 OTHER = [100.0, 100.0, 150.0, 140.0]
-
-
-def _answer(boxes: list[list[float]], scores: list[float], labels: list[int], rows: int = 8) -> dict[str, np.ndarray]:
-    out = {
-        "boxes": np.zeros((1, rows, 4), np.float32),
-        "scores": np.zeros((1, rows), np.float32),
-        "labels": np.full((1, rows), -1, np.int64),
-        "num": np.array([len(boxes)], np.int64),
-    }
-    out["boxes"][0, : len(boxes)], out["scores"][0, : len(boxes)], out["labels"][0, : len(boxes)] = (
-        boxes,
-        scores,
-        labels,
-    )
-    return out
 
 
 def _with_pool(answer: dict[str, np.ndarray], boxes: list[list[float]], scores: list[float]) -> dict[str, np.ndarray]:
@@ -56,8 +41,8 @@ def test_a_tie_resolved_the_other_way_is_a_tie_flip_not_a_move() -> None:
     """Eager kept A (0.6000001) over B (0.6); the artifact kept B: the one-to-one matcher pairs A with B, a 6 px
     'move' that failed the verdict before the pool."""
     compare = compare_function("detections").compare
-    reference = _with_pool(_answer([A, OTHER], [0.6000001, 0.9], [1, 1]), [A, B, OTHER], [0.6000001, 0.6, 0.9])
-    flipped = _answer([B, OTHER], [0.6000002, 0.9], [1, 1])
+    reference = _with_pool(_padded([A, OTHER], [0.6000001, 0.9], [1, 1]), [A, B, OTHER], [0.6000001, 0.6, 0.9])
+    flipped = _padded([B, OTHER], [0.6000002, 0.9], [1, 1])
     result = compare("boxes", reference, flipped, TOLERANCE)
     assert result.passed and result.tie_flips == 2 and result.matched == 1, result.failures
     assert "2 tie flips" in result.summary() and "+2 tie flips" in result.figures()["unmatched"]
@@ -75,8 +60,8 @@ def test_a_tie_resolved_the_other_way_is_a_tie_flip_not_a_move() -> None:
 )
 def test_a_difference_the_pool_does_not_explain_fails(boxes: list, scores: list, why: str) -> None:
     compare = compare_function("detections").compare
-    reference = _with_pool(_answer([A, OTHER], [0.6000001, 0.9], [1, 1]), [A, B, OTHER], [0.6000001, 0.6, 0.9])
-    result = compare("boxes", reference, _answer(boxes, scores, [1] * len(boxes)), TOLERANCE)
+    reference = _with_pool(_padded([A, OTHER], [0.6000001, 0.9], [1, 1]), [A, B, OTHER], [0.6000001, 0.6, 0.9])
+    result = compare("boxes", reference, _padded(boxes, scores, [1] * len(boxes)), TOLERANCE)
     assert not result.passed, why
 
 
