@@ -128,16 +128,16 @@ class Ties:
         self, r: Side, c: Side, pairs: list[tuple[int, int]], pool: CandidatePool | None, tol: Tolerance, rows: int
     ) -> None:
         self.r, self.c, self.pool, self.rows = r, c, pool, rows
-        bar = tol.box_atol if tol.box_atol is not None else np.inf
-        in_place = [(i, j) for i, j in pairs if np.abs(r[0][i] - c[0][j]).max() <= bar]
+        self.bar = tol.box_atol if tol.box_atol is not None else np.inf
+        in_place = [(i, j) for i, j in pairs if np.abs(r[0][i] - c[0][j]).max() <= self.bar]
         measured = max((abs(r[1][i] - c[1][j]) for i, j in in_place), default=0.0)
         self.window = min(max(2 * measured, SCORE_RESOLUTION), tol.score_atol if tol.score_atol is not None else 1.0)
-        self.bar = bar
         moved = [p for p in pairs if p not in in_place]
         flipped = [(i, j) for i, j in moved if pool is not None and self.candidate_tie(j) and self.reference_tie(i)]
         self.pairs = [p for p in pairs if p not in flipped]
-        lone_r = [i for i in range(len(r[1])) if i not in {i for i, _ in pairs}]
-        lone_c = [j for j in range(len(c[1])) if j not in {j for _, j in pairs}]
+        paired_r, paired_c = {i for i, _ in pairs}, {j for _, j in pairs}
+        lone_r = [i for i in range(len(r[1])) if i not in paired_r]
+        lone_c = [j for j in range(len(c[1])) if j not in paired_c]
         self.reference_left = [i for i in lone_r if pool is None or not self.reference_tie(i)]
         self.candidate_left = [j for j in lone_c if pool is None or not self.candidate_tie(j)]
         explained = len(lone_r) - len(self.reference_left) + len(lone_c) - len(self.candidate_left)
