@@ -89,7 +89,7 @@ def compare_detections(
             i, j = (np.array(side) for side in zip(*pairs, strict=True))
             result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
             result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
-            _compare_extras(result, reference, candidate, image, i, j)
+            _compare_extras(result, reference, candidate, image, (i, j), tolerance.score_atol or 0.0)
         result.matched += len(pairs)
         result.tie_flips += ties.flipped
         full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
@@ -173,15 +173,21 @@ def _compare_extras(
     reference: Mapping[str, np.ndarray],
     candidate: Mapping[str, np.ndarray],
     image: int,
-    ref_rows: np.ndarray,
-    cand_rows: np.ndarray,
+    rows: tuple[np.ndarray, np.ndarray],
+    window: float,
 ) -> None:
-    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`."""
+    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. A mask pixel on the other
+    side of MASK_THRESHOLD whose probability moved by no more than `window` (the score bar) is a tie resolved the
+    other way (an untrained mask head answers 0.5 everywhere), not a disagreement: it leaves the union."""
+    ref_rows, cand_rows = rows
     if "masks" in reference:
-        ref_masks = np.asarray(reference["masks"])[image, ref_rows] > MASK_THRESHOLD
-        cand_masks = np.asarray(candidate["masks"])[image, cand_rows] > MASK_THRESHOLD
+        ref_prob = np.asarray(reference["masks"])[image, ref_rows].astype(np.float64)
+        cand_prob = np.asarray(candidate["masks"])[image, cand_rows].astype(np.float64)
+        ref_masks, cand_masks = ref_prob > MASK_THRESHOLD, cand_prob > MASK_THRESHOLD
+        tied = (ref_masks != cand_masks) & (np.abs(ref_prob - cand_prob) <= window)
         axes = tuple(range(1, ref_masks.ndim))
-        inter, union = (ref_masks & cand_masks).sum(axis=axes), (ref_masks | cand_masks).sum(axis=axes)
+        inter = (ref_masks & cand_masks).sum(axis=axes)
+        union = (ref_masks | cand_masks).sum(axis=axes) - tied.sum(axis=axes)
         worst = float(np.where(union > 0, inter / np.maximum(union, 1), 1.0).min())
         result.mask_iou = worst if result.mask_iou is None else min(result.mask_iou, worst)
     if "keypoints" in reference:

@@ -87,6 +87,12 @@ class PipelinePlan:
     def mask(self) -> bool:
         return self.postprocess_name is not None
 
+    @property
+    def batched(self) -> bool:
+        """False for an artifact that takes one image at a time (a detector's ONNX graph): the whole pipeline then
+        takes one image per request, with no batch axis (Triton runs an ensemble's steps at one batching)."""
+        return self.artifact.io.batched
+
 
 def plan_pipeline(
     base: str, model_name: str, artifact: Artifact, spec: PreprocessSpec | None, *, mask: bool = False
@@ -104,7 +110,7 @@ def plan_pipeline(
             f"artifact {artifact.name!r} does not take one float image tensor: no pipeline for it",
             hint="pass --pipeline-artifact none",
         )
-    if not artifact.io.batched:
+    if not artifact.io.batched and (artifact.io.max_rows != 1 or mask):
         raise PublishError(f"artifact {artifact.name!r} has no batch axis: no pipeline for it")
     scores = artifact.io.outputs[0] if artifact.io.outputs else None
     if mask and (scores is None or len(scores.shape) != 4 or not isinstance(scores.shape[1], int)):
@@ -119,15 +125,19 @@ def plan_pipeline(
 
 def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
     """The Python-backend model: IMAGE bytes in, the artifact's image tensor out, batched and dynamically batched."""
-    config = mc.ModelConfig(name=plan.preprocess_name, backend="python", max_batch_size=options.max_batch_size)
-    config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[1])
-    config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=_pixel_dims(plan))
+    row = [] if plan.batched else [1]  # an unbatched pipeline's tensors hold their one row in their dims
+    config = mc.ModelConfig(
+        name=plan.preprocess_name, backend="python", max_batch_size=options.max_batch_size if plan.batched else 0
+    )
+    config.input.add(name=IMAGE, data_type=mc.TYPE_STRING, dims=[*row, 1])
+    config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=[*row, *_pixel_dims(plan)])
     if plan.mask:
         config.output.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
-    on_cpu(config, options)
+    on_cpu(config, options, batched=plan.batched)
     config.parameters["max_pixels"].string_value = str(options.max_image_pixels)
-    warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1)
-    warmup.inputs[IMAGE].CopyFrom(mc.ModelWarmup.Input(data_type=mc.TYPE_STRING, dims=[1], input_data_file=IMAGE))
+    warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1 if plan.batched else 0)
+    image = mc.ModelWarmup.Input(data_type=mc.TYPE_STRING, dims=[*row, 1], input_data_file=IMAGE)
+    warmup.inputs[IMAGE].CopyFrom(image)
     config.version_policy.latest.num_versions = 1
     return config
 
@@ -146,9 +156,11 @@ def postprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelC
     return config
 
 
-def on_cpu(config: mc.ModelConfig, options: ServingOptions) -> None:
-    """Dynamically batched, on CPU instances: decoding and masks run on the CPU even when the model has a GPU."""
-    config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
+def on_cpu(config: mc.ModelConfig, options: ServingOptions, *, batched: bool = True) -> None:
+    """Dynamically batched (when `batched`), on CPU instances: decoding and masks run on the CPU even when the
+    model has a GPU."""
+    if batched:
+        config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
     config.instance_group.add(count=options.instances, kind=mc.ModelInstanceGroup.KIND_CPU)
 
 
@@ -162,7 +174,7 @@ def pipeline_config(
     """The ensemble IMAGE -> preprocess -> model (-> postprocess), with the model's outputs under the export's
     names (and MASK)."""
     names = triton_names(plan.artifact)
-    config = ensemble_config(plan.pipeline_name, IMAGE, plan.artifact, options, labels, task)
+    config = ensemble_config(plan.pipeline_name, IMAGE, plan.artifact, options, labels, task, batched=plan.batched)
     if plan.mask:
         config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
     steps = config.ensemble_scheduling
@@ -188,15 +200,23 @@ def pipeline_config(
 
 
 def ensemble_config(
-    name: str, request_input: str, artifact: Artifact, options: ServingOptions, labels: list[str] | None, task: str
+    name: str,
+    request_input: str,
+    artifact: Artifact,
+    options: ServingOptions,
+    labels: list[str] | None,
+    task: str,
+    *,
+    batched: bool = True,
 ) -> mc.ModelConfig:
     """A pipeline's ensemble without its steps: `request_input` (encoded bytes, one per batch row) in, the
     artifact's outputs under the export's names out, its labels (the classification extension on the first output
-    when it is class scores: the output `pipeline_output` names) and its task."""
-    config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=options.max_batch_size)
-    config.input.add(name=request_input, data_type=mc.TYPE_STRING, dims=[1])
+    when it is class scores: the output `pipeline_output` names) and its task. Not `batched`: one request, one
+    row, held in the dims."""
+    config = mc.ModelConfig(name=name, platform="ensemble", max_batch_size=options.max_batch_size if batched else 0)
+    config.input.add(name=request_input, data_type=mc.TYPE_STRING, dims=[1] if batched else [1, 1])
     for spec in artifact.io.outputs:
-        add_tensor(config.output, spec.name, spec, batched=True, reshape=False)
+        add_tensor(config.output, spec.name, spec, batched=batched, reshape=False)
     if labels and get_task(task).label_output and artifact.io.outputs[0].dtype in CLASSIFIABLE:
         config.output[0].label_filename = LABELS_FILE
     if labels:

@@ -37,8 +37,9 @@ def pipeline_plan(
     if artifact is None:
         return None, None
     explicit = artifact != AUTO_PIPELINE
-    artifact = task.pipeline_artifact if artifact == AUTO_PIPELINE else artifact
     published = {a.name: a for a in chosen}
+    if artifact == AUTO_PIPELINE:
+        artifact = next((a for a in task.pipeline_artifacts if a in published), task.pipeline_artifacts[0])
     try:
         if task.preprocessing == "none":
             raise PublishError(f"task {task.name!r} takes no preprocessing", hint="publish without --pipeline")

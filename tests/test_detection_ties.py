@@ -9,6 +9,7 @@ module's own output on the same call, and not what runs on NMS's selection."""
 from __future__ import annotations
 
 from copy import deepcopy
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from tests.test_detection import CLASSES, RPN_ALL, _padded, detector_checkpoint
 TOLERANCE = Tolerance(atol=0, rtol=0, box_atol=2.0, score_atol=5e-3, score_margin=0.01, score_edge=0.05)
 A, B = [10.0, 10.0, 60.0, 60.0], [14.0, 12.0, 66.0, 62.0]  # IoU 0.75: NMS (0.5) keeps one of them
 OTHER = [100.0, 100.0, 150.0, 140.0]
+MASKS = replace(TOLERANCE, min_mask_iou=0.99)
 
 
 def _with_pool(answer: dict[str, np.ndarray], boxes: list[list[float]], scores: list[float]) -> dict[str, np.ndarray]:
@@ -63,6 +65,23 @@ def test_a_difference_the_pool_does_not_explain_fails(boxes: list, scores: list,
     reference = _with_pool(_padded([A, OTHER], [0.6000001, 0.9], [1, 1]), [A, B, OTHER], [0.6000001, 0.6, 0.9])
     result = compare("boxes", reference, _padded(boxes, scores, [1] * len(boxes)), TOLERANCE)
     assert not result.passed, why
+
+
+def test_mask_pixels_at_the_threshold_are_ties_and_a_moved_mask_still_fails() -> None:
+    """An untrained mask head answers about 0.5 everywhere: pixels whose probability moved within the score bar
+    but crossed 0.5 are ties; a mask whose probabilities moved beyond it (a shifted paste) still fails."""
+    compare = compare_function("detections").compare
+    reference = _padded([A, OTHER], [0.9, 0.8], [1, 1], rows=3)
+    masks = np.full((1, 3, 1, 16, 16), 0.5 + 1e-4, np.float32)
+    reference |= {"masks": masks}
+    noisy = {k: v.copy() for k, v in reference.items()}
+    noisy["masks"][0, :2, 0, :, :5] = 0.5 - 1e-4  # a third of the pixels flip on 2e-4 of float noise
+    tied = compare("boxes", reference, noisy, MASKS)
+    assert tied.passed and tied.mask_iou == 1.0, tied.failures
+    moved = {k: v.copy() for k, v in reference.items()}
+    moved["masks"][0, 1, 0, :, :5] = 0.2
+    result = compare("boxes", reference, moved, MASKS)
+    assert not result.passed and result.mask_iou == pytest.approx(11 / 16)
 
 
 @pytest.fixture(scope="module")

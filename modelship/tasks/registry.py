@@ -47,7 +47,8 @@ class Task:
     task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
     no answer to show yet); `dynamic`: the image axes its models take at any size unless --dynamic says
     otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
-    own size (a `_postprocess` step); `pipeline_artifact`: the artifact its `_pipeline` serves by default;
+    own size (a `_postprocess` step); `pipeline_artifacts`: what its `_pipeline` serves by default (the first
+    published of them);
     `pipeline_same_size`: its answers are in the input's pixels, so the pipeline must not resize or crop;
     `labels`: its models have class labels (published as labels.txt, shown by `modelship infer`); `label_output`:
     its first output holds class scores, so Triton's classification extension labels them (not boxes or masks);
@@ -65,7 +66,7 @@ class Task:
     answer: Answer | None = None
     dynamic: tuple[str, ...] = ()
     pipeline_mask: bool = False
-    pipeline_artifact: str = "onnx"
+    pipeline_artifacts: tuple[str, ...] = ("onnx",)
     pipeline_same_size: bool = False
     onnx_exporter: str | None = None
     onnx_why: str = ""

@@ -61,11 +61,7 @@ def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes
     lines at the image's edge), or leave masks and keypoint heatmaps flat (a pixel's class, a keypoint's place,
     decided by float noise). Then eager PyTorch disagrees with itself on inputs a millionth apart, and no parity
     verdict on such a model means anything."""
-    transform = detector.transform
-    mean = torch.tensor(transform.image_mean).view(1, 3, 1, 1)
-    std = torch.tensor(transform.image_std).view(1, 3, 1, 1)
-    make_realistic(detector.backbone, ((images - mean) / std,))
-    detector.eval()
+    calibrate_detector_backbone(detector, images)
     noise = torch.rand(images.shape, generator=torch.Generator().manual_seed(0))  # what verification sends, too
     targets = _head_targets(detector)
     layers = {name: module for name, module in detector.named_modules() if name in targets}
@@ -85,6 +81,17 @@ def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes
             module.weight.mul_(gain)
             module.bias.copy_((module.bias - seen.mean()) * gain + centre)
     return detector
+
+
+def calibrate_detector_backbone(detector: nn.Module, images: torch.Tensor) -> nn.Module:
+    """A torchvision detector as an early training checkpoint has it: its backbone's BatchNorm statistics calibrated
+    on `images` ([batch, 3, H, W] in 0..1, normalised as the detector does inside), its heads as initialised (every
+    class scored almost alike, so NMS and the count cut meet near-ties everywhere). Returned in eval mode."""
+    transform = detector.transform
+    mean = torch.tensor(transform.image_mean).view(1, 3, 1, 1)
+    std = torch.tensor(transform.image_std).view(1, 3, 1, 1)
+    make_realistic(detector.backbone, ((images - mean) / std,))
+    return detector.eval()
 
 
 def _head_targets(detector: nn.Module) -> dict[str, tuple[float, float]]:
