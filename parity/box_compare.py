@@ -16,6 +16,8 @@ from modelship.parity.tolerance import Tolerance
 
 MATCH_IOU = 0.5
 DEGENERATE_PAD = 0.5  # px: how much a zero-area box grows each way to be matched
+PASTE_SCALE = 30 / 28  # torchvision's paste_masks_in_image: a 28x28 mask padded by one pixel each side
+PASTE_TIE = 1e-3  # px: a widened corner this close to a whole pixel may truncate either way
 MASK_THRESHOLD = 0.5  # Mask R-CNN's masks are probabilities: a pixel is in the instance above this
 SCORE_RESOLUTION = 1e-6  # the least score difference taken as measured error (float32 scores near 1)
 IOU_RESOLUTION = 1e-4  # two boxes this close to the NMS threshold may fall either side of it
@@ -117,7 +119,9 @@ class Ties:
       tolerance) at the same score (within the measured error) and dropped it, and the candidate's own answer keeps
       no other box of its label overlapping it past the NMS threshold;
     - a reference's box by the candidate: a box of its label that overlaps it beyond the NMS threshold and scores at
-      least as high (within the measured error), or a full candidate list whose last score it does not beat.
+      least as high (within the measured error), or one that is itself an explained candidate box (a two-stage
+      detector's proposal tie: the candidate kept the neighbouring proposal, whose box the reference scored too),
+      or a full candidate list whose last score it does not beat.
 
     The measured error is the largest score difference of the boxes that matched in place, doubled (either side
     may err), at least SCORE_RESOLUTION and at most the score tolerance. Without a pool (golden data of older
@@ -158,14 +162,15 @@ class Ties:
 
     def reference_tie(self, i: int) -> bool:
         """Reference box i lost to a candidate box of its label that overlaps it past the NMS threshold and scores
-        as high within the error, or to the count cut of a full candidate list."""
+        as high within the error or is itself explained by the pool, or to the count cut of a full candidate
+        list."""
         assert self.pool is not None
         score = self.r[1][i]
         if len(self.c[1]) == self.rows and score <= self.c[1].min() + self.window:
             return True
-        rivals = (self.c[2] == self.r[2][i]) & (self.c[1] >= score - self.window)
-        overlap = overlaps(self.r[0][i][None], self.c[0][rivals])[0]
-        return bool((overlap > self.pool.iou_threshold - IOU_RESOLUTION).any())
+        overlap = overlaps(self.r[0][i][None], self.c[0])[0]
+        rivals = np.flatnonzero((self.c[2] == self.r[2][i]) & (overlap > self.pool.iou_threshold - IOU_RESOLUTION))
+        return any(self.c[1][j] >= score - self.window or self.candidate_tie(j) for j in rivals)
 
 
 def _compare_extras(
@@ -176,25 +181,57 @@ def _compare_extras(
     rows: tuple[np.ndarray, np.ndarray],
     window: float,
 ) -> None:
-    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. A mask pixel on the other
-    side of MASK_THRESHOLD whose probability moved by no more than `window` (the score bar) is a tie resolved the
-    other way (an untrained mask head answers 0.5 everywhere), not a disagreement: it leaves the union."""
+    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. Mask ties are no
+    disagreement (`mask_iou`)."""
     ref_rows, cand_rows = rows
     if "masks" in reference:
         ref_prob = np.asarray(reference["masks"])[image, ref_rows].astype(np.float64)
         cand_prob = np.asarray(candidate["masks"])[image, cand_rows].astype(np.float64)
-        ref_masks, cand_masks = ref_prob > MASK_THRESHOLD, cand_prob > MASK_THRESHOLD
-        tied = (ref_masks != cand_masks) & (np.abs(ref_prob - cand_prob) <= window)
-        axes = tuple(range(1, ref_masks.ndim))
-        inter = (ref_masks & cand_masks).sum(axis=axes)
-        union = (ref_masks | cand_masks).sum(axis=axes) - tied.sum(axis=axes)
-        worst = float(np.where(union > 0, inter / np.maximum(union, 1), 1.0).min())
+        boxes = np.asarray(reference["boxes"], dtype=np.float64)[image, ref_rows]
+        pairs = zip(ref_prob, cand_prob, boxes, strict=True)
+        worst = min((mask_iou(a, b, window, box) for a, b, box in pairs), default=1.0)
         result.mask_iou = worst if result.mask_iou is None else min(result.mask_iou, worst)
     if "keypoints" in reference:
         ref_points = np.asarray(reference["keypoints"], dtype=np.float64)[image, ref_rows, :, :2]
         cand_points = np.asarray(candidate["keypoints"], dtype=np.float64)[image, cand_rows, :, :2]
         moved = float(np.abs(ref_points - cand_points).max())
         result.keypoint_diff = moved if result.keypoint_diff is None else max(result.keypoint_diff, moved)
+
+
+def mask_iou(reference: np.ndarray, candidate: np.ndarray, window: float, box: np.ndarray) -> float:
+    """The IoU of two instances' masks (probabilities, in the image's pixels) after their ties. A pixel on the other
+    side of MASK_THRESHOLD whose probability moved by no more than `window` (an untrained mask head answers 0.5
+    everywhere) leaves the union. And torchvision pastes each mask into the box widened by 2/28, its corners
+    truncated to whole pixels: where a widened corner lands within float error of a whole pixel (186.998 in eager,
+    187.0001 traced), the two sides paste into regions one pixel apart and resample the whole mask differently, a
+    tie of that rounding, recognised from the reference's `box`; such an instance counts as agreeing (its box is
+    still judged)."""
+    regions = [_region(side) for side in (reference, candidate)]
+    if None not in regions and regions[0] != regions[1]:
+        near = max(abs(a - b) for a, b in zip(*regions, strict=True)) <= 1
+        if near and _corner_on_a_pixel_edge(box):
+            return 1.0
+    ref_mask, cand_mask = reference > MASK_THRESHOLD, candidate > MASK_THRESHOLD
+    tied = (ref_mask != cand_mask) & (np.abs(reference - candidate) <= window)
+    union = int((ref_mask | cand_mask).sum() - tied.sum())
+    return float((ref_mask & cand_mask).sum() / union) if union > 0 else 1.0
+
+
+def _corner_on_a_pixel_edge(box: np.ndarray) -> bool:
+    """Whether a corner of `box` widened as torchvision widens it to paste a mask lands within PASTE_TIE of a whole
+    pixel, where float error decides which pixel it truncates to."""
+    centre, half = (box[:2] + box[2:]) / 2, (box[2:] - box[:2]) / 2 * PASTE_SCALE
+    corners = np.concatenate([centre - half, centre + half])
+    return bool((np.abs(corners - np.round(corners)) <= PASTE_TIE).any())
+
+
+def _region(probabilities: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The rows and columns (first, last) holding a pasted probability, None when nothing was pasted."""
+    rows = np.flatnonzero((probabilities > 0).any(axis=-1).reshape(-1, probabilities.shape[-2]).any(axis=0))
+    cols = np.flatnonzero((probabilities > 0).any(axis=-2).reshape(-1, probabilities.shape[-1]).any(axis=0))
+    if not len(rows) or not len(cols):
+        return None
+    return int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
 
 
 def _valid(outputs: Mapping[str, np.ndarray], image: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -67,6 +67,35 @@ def test_a_difference_the_pool_does_not_explain_fails(boxes: list, scores: list,
     assert not result.passed, why
 
 
+def test_a_box_replaced_by_a_neighbour_from_a_tied_proposal_is_a_tie_flip() -> None:
+    """A two-stage detector's RPN ranks proposals on near-tied objectness: the artifact kept B's proposal, whose
+    box scores lower than A, where eager kept A's. A is explained when the box that took its place is one the
+    reference scored (in its pool) at its score; not when that box is one it never scored."""
+    compare = compare_function("detections").compare
+    reference = _with_pool(_padded([A, OTHER], [0.093, 0.9], [1, 1]), [A, B, OTHER], [0.093, 0.08, 0.9])
+    replaced = compare("boxes", reference, _padded([B, OTHER], [0.08, 0.9], [1, 1]), TOLERANCE)
+    assert replaced.passed and replaced.tie_flips == 2, replaced.failures
+    moved = compare("boxes", reference, _padded([[b + 5 for b in B], OTHER], [0.08, 0.9], [1, 1]), TOLERANCE)
+    assert not moved.passed
+
+
+def test_a_mask_pasted_a_pixel_over_is_a_tie_only_where_its_corner_rounds_either_way() -> None:
+    """torchvision pastes a mask into its box widened by 30/28, corners truncated to whole pixels: box x 4.5..18.5
+    widens to 4.0..19.0, where float error truncates to 3 or 4, and the whole mask is resampled one pixel over. The
+    same difference on a box whose corners are nowhere near a whole pixel is a real one."""
+    compare = compare_function("detections").compare
+
+    def pasted(box: list[float], left: int) -> dict[str, np.ndarray]:
+        answer = _padded([box, OTHER], [0.9, 0.8], [1, 1], rows=2)
+        masks = np.zeros((1, 2, 1, 16, 32), np.float32)
+        masks[0, 0, 0, 2:10, left:19] = 0.65  # an untrained head: the whole region is in the mask
+        return answer | {"masks": masks}
+
+    for box, tie in (([4.5, 2.3, 18.5, 9.9], True), ([4.7, 2.3, 18.3, 9.9], False)):
+        result = compare("boxes", pasted(box, 4), pasted(box, 5), MASKS)
+        assert result.passed is tie and (result.mask_iou == 1.0) is tie, (box, result.mask_iou)
+
+
 def test_mask_pixels_at_the_threshold_are_ties_and_a_moved_mask_still_fails() -> None:
     """An untrained mask head answers about 0.5 everywhere: pixels whose probability moved within the score bar
     but crossed 0.5 are ties; a mask whose probabilities moved beyond it (a shifted paste) still fails."""
