@@ -194,7 +194,7 @@ class Workspace:
         load_seconds = time.perf_counter() - began
         spec = ExportSpec(
             self.root / "exports" / (key + ("_fp16" if fp16 else "")),
-            fp16=fp16,
+            precisions=("fp16",) if fp16 else (),
             input_options=(model.input_option,),
             force=True,
         )

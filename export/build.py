@@ -1,11 +1,12 @@
 """What every format's exporter shares while an export is built (`Build`), the eager reference they are all judged
-against (`Verification`), and what each returns (`BuiltArtifact`)."""
+against (`Verification`), what a format's exporter hands its variants (`Written`) and what every artifact step
+returns (`BuiltArtifact`, or `Declined` for a variant not written)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ from torch import nn
 from modelship.contract.artifact_details import ArtifactDetails
 from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
+from modelship.contract.manifest import Declined
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.text import TokenizerSource
 from modelship.export.io_resolve import ResolvedInputs, base_sizes
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
@@ -43,6 +47,12 @@ class Verification:
     labels: list[str]
     eager: RunResults
     kinds: dict[str, str]
+    texts: tuple[int, ...] = ()  # the sets of real sentences (a text model's), by index
+
+    @property
+    def random_sets(self) -> list[dict[str, np.ndarray]]:
+        """The seeded random input sets (not the real sentences)."""
+        return [s for i, s in enumerate(self.inputs) if i not in self.texts]
 
     @property
     def outputs(self) -> list[dict[str, np.ndarray]]:
@@ -77,7 +87,7 @@ def make_verification(
     eager = reference_results(reference_runner(model, io, name="eager"), sets)
     if texts is not None:
         check_padding(eager.outputs[first_text:], texts)
-    return Verification(sets, labels, eager, kinds)
+    return Verification(sets, labels, eager, kinds, tuple(range(first_text, len(sets))))
 
 
 @dataclass(frozen=True)
@@ -90,12 +100,40 @@ class BuiltArtifact:
     io: IOSpec
     report: ParityReport
     details: ArtifactDetails
+    sha256: str | None = None  # when the step hashed the file as it wrote it
+    files: tuple[str, ...] = ()  # files it wrote besides the artifact (an INT8 variant's golden data)
+    judged: Verification | None = None  # the sets it was judged on, when not the export's (INT8: held-back inputs)
+
+
+Finish = Callable[[], "BuiltArtifact | Declined"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """An fp32 artifact as its format's exporter wrote it (its verification may still be running): what the
+    format's variants are built from. `graph`: the ONNX ModelProto, for formats that hold one."""
+
+    name: str
+    format: str
+    io: IOSpec
+    details: ArtifactDetails
+    graph: Any = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """One fp32 artifact a format's exporter started: what it wrote, and what waits for its verdict."""
+
+    written: Written
+    finish: Finish
 
 
 @dataclass
 class Build:
     """What every artifact step shares: the model, its I/O, the seeded example and eager reference, the staging
-    folder and step timer, the ONNX target, and a thread for verifications that overlap the next export."""
+    folder and step timer, the ONNX target, a thread for verifications that overlap the next export, and what the
+    model's inputs come from (its preprocessing spec, a text model's tokenizer). Read only: a step returns what it
+    made."""
 
     model: nn.Module
     spec: ExportSpec
@@ -109,9 +147,8 @@ class Build:
     provenance: dict[str, str]
     background: ThreadPoolExecutor  # verifications that can run while the next format exports (TorchScript's)
     task: Task
-    hashes: dict[str, str] = field(default_factory=dict)  # sha256 of the artifacts hashed as they were written
-    nodes: dict[str, int] = field(default_factory=dict)  # node counts of the ONNX artifacts written
-    external_data: bool = False  # the fp32 ONNX weights passed protobuf's limit: the fp16 file is split too
+    preprocess: PreprocessSpec | None = None
+    tokenizer: TokenizerSource | None = None
 
     def path(self, name: str) -> Path:
         return self.staging / EXPORT_FILES[name]
@@ -123,6 +160,10 @@ class Build:
 
     def verify_with(self, runner: Runner, precision: str) -> ParityReport:
         return self.verification.judge(runner, self.spec.tolerance(precision))
+
+    def file(self, name: str) -> Path:
+        """A file beside the artifacts in the staging folder."""
+        return self.staging / name
 
 
 def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:

@@ -22,7 +22,7 @@ from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact, Manifest, file_change
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.export.artifact_runners import artifact_runner
-from modelship.export.check_reference import ReferenceChoice, build_reference
+from modelship.export.check_reference import ReferenceChoice, build_reference, own_reference
 from modelship.parity import ParityReport, ToleranceOverrides
 from modelship.parity.engine import candidate_error
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
@@ -35,10 +35,12 @@ from modelship.tasks import get_task
 @dataclass(frozen=True)
 class Candidate:
     """One more thing to check besides the export's artifacts (a served model): its runner, judged by the
-    tolerances of `precision`; it takes the export's inputs."""
+    tolerances of `precision`; it takes the export's inputs, or those `artifact` was judged on (an INT8 variant's
+    held-back inputs) when it serves that artifact."""
 
     runner: Runner
     precision: str = "fp32"
+    artifact: str | None = None
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,10 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     with status("preparing reference"):
         reference = build_reference(manifest, folder, choice, serving)
     reports = []
+    judged_sets: dict[str, list[Any]] = {}  # an artifact judged on inputs of its own: those
     for artifact in artifacts:
-        tolerance = request.tolerances.config(artifact.precision).with_score_edge(manifest.score_threshold)
+        tolerance = request.tolerances.config(artifact.precision, manifest.task)
+        tolerance = tolerance.with_score_edge(manifest.score_threshold)
         if artifact.name in changed:
             reports.append(_unchecked(reference.name, artifact.name, changed[artifact.name]))
             continue
@@ -117,9 +121,12 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             except Exception as exc:  # a file that cannot be loaded is this artifact's verdict
                 reports.append(_unchecked(reference.name, artifact.name, candidate_error(exc)))
                 continue
-            reports.append(reference.judge(_serving(runner, serving, tokenize, artifact.io), tolerance, kinds))
+            judged_by = own_reference(reference, artifact, folder, manifest)
+            judged_sets[artifact.name] = judged_by.sets
+            reports.append(judged_by.judge(_serving(runner, serving, tokenize, artifact.io), tolerance, kinds))
     for extra in request.extra:
-        tolerance = request.tolerances.config(extra.precision).with_score_edge(manifest.score_threshold)
+        tolerance = request.tolerances.config(extra.precision, manifest.task)
+        tolerance = tolerance.with_score_edge(manifest.score_threshold)
         with status(f"checking {extra.runner.name}"):
             try:
                 takes = extra.runner.takes
@@ -127,7 +134,9 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
                 reports.append(_unchecked(reference.name, extra.runner.name, candidate_error(exc)))
                 continue
             runner = extra.runner if takes != "tensors" else _serving(extra.runner, serving, tokenize, manifest.io)
-            reports.append(reference.judge(runner, tolerance, kinds))
+            served = manifest.artifact(extra.artifact) if extra.artifact else None
+            judged_by = own_reference(reference, served, folder, manifest) if served else reference
+            reports.append(judged_by.judge(runner, tolerance, kinds))
     image_labels = {label for label, inputs in zip(reference.labels, reference.sets, strict=True) if IMAGES in inputs}
     diagnoses = {r.candidate: d for r in reports if (d := _preprocessing_diagnosis(r, image_labels, reference.images))}
     result = CheckResult(
@@ -136,7 +145,8 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     if request.explain and not result.passed:
         with status("localising the failures"):
             failed = [r for r in reports if not r.passed]
-            result.explained = _explain(folder, manifest, failed, changed, reference.model, reference.sets)
+            sets = {name: judged_sets.get(name, reference.sets) for name in (r.candidate for r in failed)}
+            result.explained = _explain(folder, manifest, failed, changed, reference.model, sets)
     return result
 
 
@@ -155,7 +165,12 @@ def changed_since_export(folder: Path, artifact: Artifact) -> str | None:
 
 
 def _explain(
-    folder: Path, manifest: Manifest, failed: list[ParityReport], changed: dict[str, str], model: Any, sets: list[Any]
+    folder: Path,
+    manifest: Manifest,
+    failed: list[ParityReport],
+    changed: dict[str, str],
+    model: Any,
+    sets_of: dict[str, list[Any]],
 ) -> dict[str, Explanation]:
     """export.explain for each failing artifact (not extra candidates, not files changed since export), on the
     first random input set it failed (image sets go through preprocessing: the random ones localise the model)."""
@@ -167,7 +182,8 @@ def _explain(
         artifact = names.get(report.candidate)
         if artifact is None or artifact.name in changed:
             continue
-        index = report.first_failed_set(lambda i: IMAGES not in sets[i])
+        sets = sets_of[artifact.name]
+        index = report.first_failed_set(lambda i, sets=sets: IMAGES not in sets[i])
         explained[artifact.name] = explain_artifact(folder, artifact, model, manifest.io, sets[index])
     return explained
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import ParityError, UsageError
-from modelship.contract.manifest import MANIFEST_NAME, Manifest
+from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import RunResults, ToleranceConfig
 from modelship.parity.engine import judge_runner, reference_results
-from modelship.parity.image_inputs import PreprocessingDifference
+from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.runner_protocol import Runner, Tensors
 from modelship.parity.text_sets import TEXTS
 
@@ -124,6 +124,30 @@ def build_reference(
             sets.append(text_set)
             labels.append(label)
     return Reference(reference_results(eager, sets), sets, labels, images, loaded.model)
+
+
+def own_reference(reference: Reference, artifact: Artifact, folder: Path, manifest: Manifest) -> Reference:
+    """What `artifact` is judged against: for one verified on inputs of its own (an INT8 variant's golden file:
+    real inputs held back from calibration, not the seeded random ones its precision is not judged on), those
+    inputs with the reference's outputs for them (eager's against the checkpoint, the saved ones against golden),
+    plus this check's image and text sets; `reference` itself for every other artifact."""
+    golden = getattr(artifact.details, "golden", "")
+    if not golden:
+        return reference
+    from modelship.parity import load_golden, reference_runner
+
+    inputs, outputs = load_golden(folder / golden)
+    if reference.model is not None:
+        outputs = reference_results(reference_runner(reference.model, manifest.io, name="eager"), inputs).outputs
+    labels = [f"held-back set {i + 1}" for i in range(len(inputs))]
+    extra = [i for i, inputs_ in enumerate(reference.sets) if IMAGES in inputs_ or TEXTS in inputs_]
+    return Reference(
+        RunResults(reference.name, outputs + [reference.results.outputs[i] for i in extra], reference.results.seconds),
+        inputs + [reference.sets[i] for i in extra],
+        labels + [reference.labels[i] for i in extra],
+        reference.images,
+        reference.model,
+    )
 
 
 def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: str | None) -> tuple[Any, Path]:

@@ -14,7 +14,7 @@ The conversions themselves (half modules, the ONNX float16 converter) are export
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +24,9 @@ import torch
 
 from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails
 from modelship.contract.iospec import IOSpec
-from modelship.export.build import Build
+from modelship.export.build import Build, BuiltArtifact, Finish, Written, float_io
 from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, fp32_nodes, present_ops
-from modelship.export.onnx_export import Exported, cap_versions, set_metadata, write_model
+from modelship.export.onnx_export import cap_versions, set_metadata, write_model
 from modelship.parity import OnnxRuntimeRunner, ParityReport
 from modelship.parity.fp16_ranges import (
     emulate_fp16,
@@ -52,17 +52,26 @@ def torchscript_keep_modules(build: Build, name: str, report: ParityReport) -> l
         return fp16_keep_modules(build.model, [batch])
 
 
-def onnx_fp16(build: Build, exported: Exported, io: IOSpec) -> tuple[ParityReport, OnnxDetails]:
-    """The fp16 variant of the `exported` fp32 ONNX model (see the module doc), its verdict and its details."""
+def start_onnx_fp16(build: Build, written: Written) -> Finish:
+    """The `onnx_fp16` variant (contract.artifacts) of the fp32 graph `written`: converted and verified now."""
+    half_io = build.spec.fp16_io
+    io = float_io(written.io, "float16", inputs=half_io, outputs=half_io)
+    built = onnx_fp16(build, written, io)
+    return lambda: built
+
+
+def onnx_fp16(build: Build, written: Written, io: IOSpec) -> BuiltArtifact:
+    """The fp16 variant of the `written` fp32 ONNX model (see the module doc), verified, with its details."""
     worker = Worker(preload=("onnxruntime",))  # the CPU runs' child, importing while the ranges are measured
     try:
-        return _onnx_fp16_in(build, exported, io, worker)
+        return _onnx_fp16_in(build, written, io, worker)
     finally:
         worker.close()
 
 
-def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) -> tuple[ParityReport, OnnxDetails]:
-    fp32 = exported.proto
+def _onnx_fp16_in(build: Build, written: Written, io: IOSpec, worker: Worker) -> BuiltArtifact:
+    fp32 = written.graph
+    external = isinstance(written.details, OnnxDetails) and written.details.external_data
     name = "onnx_fp16"
     name_nodes(fp32)
     with build.steps("measure fp16 ranges", name):
@@ -71,29 +80,31 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
     nodes = fp32_nodes(fp32, build.model, keep_modules, [k.node for k in kept_nodes])
     attempts: list[Fp16Attempt] = []
     kept: list[str] = []
-    report: ParityReport | None = None
+    written_file: _Converted | None = None
     block: tuple[str, ...] = ()
     for reason, block in FP16_ATTEMPTS:
         present = present_ops(fp32, block)
         if attempts and present == kept:
             continue  # this block list keeps no op the previous attempt converted: same graph
         kept = present
-        report, cpu = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept), worker)
+        written_file = _fp16_attempt(build, fp32, io, block, nodes, ", ".join(kept), worker, external)
+        report, cpu = written_file.report, written_file.cpu
         cpu_run = Fp16Run(cpu.passed, cpu.failures())
         attempts.append(Fp16Attempt(kept, reason, report.passed, report.failures(), cpu_run))
         if report.passed:
             break
-    assert report is not None
-    if not report.passed:
+    assert written_file is not None
+    if not written_file.report.passed:
         with build.steps(BISECT_STEP, name):
             found = _bisect_fp16(build, fp32, block, nodes, io)
         if found:
             keep_modules += found
             nodes += nodes_of(fp32, found)
-            report, _ = _fp16_attempt(build, fp32, io, block, nodes, f"modules {', '.join(found)}", worker)
+            label = f"modules {', '.join(found)}"
+            written_file = _fp16_attempt(build, fp32, io, block, nodes, label, worker, external)
     details = replace(
-        exported.details,
-        nodes=build.nodes[name],
+        written.details,
+        nodes=written_file.nodes,
         fp16_io=build.spec.fp16_io,
         kept_fp32_ops=kept,
         kept_fp32_nodes=list(kept_nodes),
@@ -101,7 +112,17 @@ def _onnx_fp16_in(build: Build, exported: Exported, io: IOSpec, worker: Worker) 
         fp16_verdict="fp16 rounding emulated at every node boundary, and ONNX Runtime CPU",
         fp16_attempts=attempts,
     )
-    return report, details
+    return BuiltArtifact(name, "onnx", "fp16", io, written_file.report, details, written_file.sha256)
+
+
+@dataclass(frozen=True)
+class _Converted:
+    """One fp16 conversion written: its verdict, ONNX Runtime's CPU run of it, its sha256 and node count."""
+
+    report: ParityReport
+    cpu: ParityReport
+    sha256: str
+    nodes: int
 
 
 def _fp16_attempt(
@@ -112,9 +133,10 @@ def _fp16_attempt(
     nodes: list[str],
     label: str,
     worker: Worker,
-) -> tuple[ParityReport, ParityReport]:
-    """Write the fp16 artifact keeping `block` ops and `nodes` in fp32; (the verdict, the CPU run's report). The
-    verdict fails when either the emulated fp16 run or ONNX Runtime's CPU run fails."""
+    external: bool,
+) -> _Converted:
+    """Write the fp16 artifact keeping `block` ops and `nodes` in fp32 (its weights split like the fp32 file's when
+    `external`). The verdict fails when either the emulated fp16 run or ONNX Runtime's CPU run fails."""
     name = "onnx_fp16"
     with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
         proto = convert_onnx_fp16(
@@ -122,8 +144,7 @@ def _fp16_attempt(
         )
         cap_versions(proto, build.target)
         set_metadata(proto, build.provenance | {"precision": "fp16"})
-        build.hashes[name] = write_model(proto, build.path(name), external=build.external_data)
-        build.nodes[name] = len(proto.graph.node)
+        sha256 = write_model(proto, build.path(name), external=external)
     # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
     runner = OnnxRuntimeRunner(build.path(name), io, name=name, isolated=True, fp16=True, worker=worker)
     try:
@@ -134,7 +155,7 @@ def _fp16_attempt(
         real = build.verify_with(_emulated_runner(fp32, block, nodes, io), "fp16")
     report = cpu if real.passed else real  # the failing one, so its reasons are the ones shown
     report.passed = real.passed and cpu.passed
-    return report, cpu
+    return _Converted(report, cpu, sha256, len(proto.graph.node))
 
 
 def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[str], io: IOSpec) -> Any:

@@ -1,5 +1,5 @@
-"""The export run: eager model -> every format asked for (export.formats; fp32, fp16) -> verified against eager ->
-export folder.
+"""The export run: eager model -> every format asked for (export.formats, fp32) and their variants at the precisions
+asked for (contract.artifacts.Variant: fp16, INT8) -> verified against eager -> export folder.
 
 Every artifact is compared with the eager model by the parity engine on the same seeded inputs, at every batch
 size asked for and at a second size of every other dynamic axis, with the compare function the task gives each
@@ -22,15 +22,22 @@ from torch import nn
 
 from modelship import __version__
 from modelship.checkpoint.detector import score_threshold
-from modelship.contract.artifacts import EXPORT_FILES, GOLDEN_FILE, SIDECAR_FILE
+from modelship.contract.artifacts import (
+    EXPORT_FILES,
+    GOLDEN_FILE,
+    SIDECAR_FILE,
+    artifact_order,
+    resolve_hook,
+    variants_of,
+)
 from modelship.contract.errors import ExportError, ParityError, os_failure
 from modelship.contract.iospec import IOSpec
-from modelship.contract.manifest import Artifact, ExportFile, Manifest, Source, StepTiming, sha256_file
+from modelship.contract.manifest import Artifact, Declined, ExportFile, Manifest, Source, StepTiming, sha256_file
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
 from modelship.contract.text import TokenizerSource
-from modelship.export.build import Build, Verification, make_verification
+from modelship.export.build import Build, BuiltArtifact, Finish, Verification, make_verification
 from modelship.export.formats import exporters_for
 from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
 from modelship.export.labels import default_labels
@@ -77,8 +84,14 @@ def run_export(
 
     with steps("resolve inputs and outputs"):
         resolved, io, task = _resolve(model, spec, source, metadata, preprocess)
+    for variant in (v for f in spec.formats for v in variants_of(f, spec.precisions)):
+        if variant.check is not None:
+            resolve_hook(variant.check)(spec, preprocess, tokenizer)
     spec = replace(
-        spec, exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER, score_threshold=score_threshold(model)
+        spec,
+        exporter=spec.exporter or task.onnx_exporter or DEFAULT_EXPORTER,
+        score_threshold=score_threshold(model),
+        task=task.name,
     )
     opset = resolve_opset(spec.opset, target, LEGACY_MAX_OPSET if spec.exporter == "legacy" else None)
     with steps("reference outputs (eager)"):
@@ -102,13 +115,29 @@ def run_export(
     background = ThreadPoolExecutor(1, thread_name_prefix="modelship-verify")
     try:
         build = Build(
-            model, spec, io, example, verification, staging, steps, opset, target, provenance, background, task
+            model,
+            spec,
+            io,
+            example,
+            verification,
+            staging,
+            steps,
+            opset,
+            target,
+            provenance,
+            background,
+            task,
+            preprocess,
+            tokenizer,
         )
-        artifacts, reports = _build_artifacts(build)
+        made = _build_artifacts(build)
+        artifacts, reports = made.artifacts, made.reports
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:
-            failing = [(a, reports[a.name]) for a in artifacts if a.name in failed]
-            explained = _explain(staging, failing, model, io, verification)
+            failing = [
+                (a, reports[a.name], made.judged.get(a.name, verification)) for a in artifacts if a.name in failed
+            ]
+            explained = _explain(staging, failing, model, io)
             raise ParityError(
                 f"{', '.join(failed)} differ{'s' if len(failed) == 1 else ''} from eager PyTorch beyond tolerance: "
                 + "; ".join(
@@ -116,8 +145,8 @@ def run_export(
                     + (f" - {explained[name].lines()[0]}" if name in explained else "")
                     for name in failed
                 ),
-                hint="see the parity table; loosen with --atol/--rtol/--fp16-atol/--fp16-rtol only if the "
-                "difference is acceptable",
+                hint="see the parity table; loosen with --atol/--rtol, --fp16-atol/--fp16-rtol or a --tolerances "
+                "file only if the difference is acceptable",
                 details={
                     "artifacts": {name: r.to_dict() for name, r in reports.items()},
                     "failed": failed,
@@ -126,6 +155,7 @@ def run_export(
             )
         save_golden(staging / GOLDEN_FILE, verification.inputs, verification.outputs)
         files = [_copy_tokenizer(tokenizer, staging)] if tokenizer is not None else []
+        files += [ExportFile("golden", name, sha256_file(staging / name)) for name in made.files]
         if sidecar is not None:
             (staging / SIDECAR_FILE).write_text(json.dumps(sidecar, indent=2, default=str) + "\n")
         manifest = Manifest(
@@ -141,6 +171,7 @@ def run_export(
             score_threshold=spec.score_threshold,
             golden=GOLDEN_FILE,
             timings=list(steps.timings),
+            declined=made.declined,
             tool_version=__version__,
             created=datetime.now(UTC).isoformat(timespec="seconds"),
         )
@@ -184,17 +215,14 @@ def _resolve(
 
 
 def _explain(
-    folder: Path,
-    failed: list[tuple[Artifact, ParityReport]],
-    model: nn.Module,
-    io: IOSpec,
-    verification: Verification,
+    folder: Path, failed: list[tuple[Artifact, ParityReport, Verification]], model: nn.Module, io: IOSpec
 ) -> dict[str, Explanation]:
-    """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed."""
+    """Where each failing artifact parts from eager PyTorch (export.explain), on the first input set it failed (of
+    the sets it was judged on)."""
     from modelship.export.explain import explain_artifact
 
     explained = {}
-    for artifact, report in failed:
+    for artifact, report, verification in failed:
         inputs = verification.inputs[report.first_failed_set()]
         if artifact.io.max_rows:  # a single-row graph (a detector's ONNX) is localised on the set's first row
             inputs = {name: value[: artifact.io.max_rows] for name, value in inputs.items()}
@@ -219,20 +247,45 @@ def refuse_existing(dest: Path, force: bool) -> None:
         )
 
 
-def _build_artifacts(build: Build) -> tuple[list[Artifact], dict[str, ParityReport]]:
-    """Every format's exporter started (export.formats, in their order), then each artifact finished and recorded
-    with its size, step times and sha256; artifacts in the order of EXPORT_FILES."""
-    finishing = [finish for exporter in exporters_for(build.spec.formats) for finish in exporter.start(build)]
-    order = list(EXPORT_FILES)
-    built = sorted((finish() for finish in finishing), key=lambda b: order.index(b.name))
+@dataclass
+class _Made:
+    """What the artifact steps made: the artifacts in a manifest's order and their verdicts, the variants declined,
+    the files written besides the artifacts, and the sets an artifact was judged on when not the export's."""
+
+    artifacts: list[Artifact]
+    reports: dict[str, ParityReport]
+    declined: list[Declined]
+    files: list[str]
+    judged: dict[str, Verification]
+
+
+def _build_artifacts(build: Build) -> _Made:
+    """Every format's exporter started (export.formats, in their order), each fp32 artifact's variants at the
+    precisions asked for started right after it, then each finished and recorded with its size, step times and
+    sha256."""
+    finishing: list[Finish] = []
+    for exporter in exporters_for(build.spec.formats):
+        for started in exporter.start(build):
+            finishing.append(started.finish)
+            for variant in variants_of(started.written.format, build.spec.precisions):
+                finishing.append(resolve_hook(variant.build)(build, started.written))
+    results = [finish() for finish in finishing]
+    order = artifact_order()
+    built = sorted((r for r in results if isinstance(r, BuiltArtifact)), key=lambda b: order.index(b.name))
     artifacts = []
     for art in built:
         path = build.path(art.name)
         details = replace(art.details, bytes=path.stat().st_size, seconds=build.steps.seconds(art.name))
-        digest = build.hashes.get(art.name) or sha256_file(path)
+        digest = art.sha256 or sha256_file(path)
         file = EXPORT_FILES[art.name]
         artifacts.append(Artifact(art.name, art.format, art.precision, file, digest, art.io, art.report, details))
-    return artifacts, {art.name: art.report for art in built}
+    return _Made(
+        artifacts,
+        {art.name: art.report for art in built},
+        [r for r in results if isinstance(r, Declined)],
+        [f for art in built for f in art.files],
+        {art.name: art.judged for art in built if art.judged is not None},
+    )
 
 
 def _move_into_place(staging: Path, dest: Path, force: bool) -> None:

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from modelship.checkpoint.hf_folder import ARCH_PREFIX as HF_ARCH_PREFIX
-from modelship.contract.artifacts import DEFAULT_FORMATS
+from modelship.contract.artifacts import default_formats as registered_defaults
+from modelship.contract.artifacts import format_title, formats_with
 from modelship.contract.errors import UsageError
 from modelship.contract.names import check_name
 from modelship.contract.opsets import DEFAULT_TRITON
+from modelship.contract.precisions import get_precision, precision_names
 from modelship.export.io_resolve import InputOption, parse_input_option
 from modelship.export.onnx_export import EXPORTERS
 from modelship.parity.tolerance import ToleranceConfig
@@ -27,7 +29,7 @@ class Skipped:
     ask: str
 
     def line(self) -> str:
-        return f"{FORMAT_TITLES.get(self.format, self.format)} skipped: {self.why}; {self.ask}"
+        return f"{format_title(self.format)} skipped: {self.why}; {self.ask}"
 
     def to_dict(self) -> dict[str, str]:
         return {"format": self.format, "why": self.why, "ask": self.ask}
@@ -41,7 +43,6 @@ class FormatChoice:
     skipped: tuple[Skipped, ...] = ()
 
 
-FORMAT_TITLES = {"torchscript": "TorchScript", "onnx": "ONNX"}
 UNSCRIPTABLE = Skipped("torchscript", "transformers models do not script", "--torchscript --trace exports it traced")
 
 
@@ -49,21 +50,25 @@ def default_formats(arch: str | None, trace: bool) -> FormatChoice:
     """What `export-model` writes when no format flag says: every default format, but ONNX alone for a transformers
     model (a Hugging Face folder) unless --trace, since transformers models hold their config and do not script.
     `arch` None: not known yet (the checkpoint is not loaded)."""
+    defaults = registered_defaults()
     if arch is None or not arch.startswith(HF_ARCH_PREFIX) or trace:
-        return FormatChoice(DEFAULT_FORMATS)
-    return FormatChoice(tuple(f for f in DEFAULT_FORMATS if f != UNSCRIPTABLE.format), (UNSCRIPTABLE,))
+        return FormatChoice(defaults)
+    return FormatChoice(tuple(f for f in defaults if f != UNSCRIPTABLE.format), (UNSCRIPTABLE,))
 
 
 @dataclass(frozen=True)
 class ExportSpec:
-    """What to export and how to verify it. `tolerances` holds ToleranceConfig overrides keyed by precision
-    (`{"fp16": {"atol": 0.1}}`)."""
+    """What to export and how to verify it. `precisions`: the variants asked for besides fp32 (contract.precisions:
+    "fp16", "int8"), written for every format in `formats` that has one. `tolerances` holds ToleranceConfig
+    overrides keyed by precision (`{"fp16": {"atol": 0.1}}`)."""
 
     out_dir: Path
-    formats: tuple[str, ...] = DEFAULT_FORMATS
-    fp16: bool = False
+    formats: tuple[str, ...] = field(default_factory=registered_defaults)
+    precisions: tuple[str, ...] = ()
     fp16_io: bool = False
     fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
+    calibration: Path | None = None  # INT8: the images or text lines to calibrate on (--calibrate)
+    keep_slower: bool = False  # INT8: written even when measured slower than fp32 (--keep-slower)
     opset: int | None = None
     exporter: str | None = None  # None: what the task's models need (detectors: legacy), else dynamo
     trace: bool = False
@@ -79,7 +84,10 @@ class ExportSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
-        object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or DEFAULT_FORMATS)))
+        object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or registered_defaults())))
+        object.__setattr__(self, "precisions", tuple(dict.fromkeys(self.precisions)))
+        if self.calibration is not None:
+            object.__setattr__(self, "calibration", Path(self.calibration))
         parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
         object.__setattr__(self, "input_options", parsed)
         from modelship.export.formats import export_formats
@@ -90,8 +98,7 @@ class ExportSpec:
             raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(known)}")
         if self.exporter is not None and self.exporter not in EXPORTERS:
             raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
-        if self.fp16_io and not self.fp16:
-            raise UsageError("--fp16-io needs --fp16", hint="add --fp16")
+        self._check_precisions()
         if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
             raise UsageError(f"batch sizes must be >= 1, got {self.batch_sizes}", hint="e.g. --batch-sizes 1,7")
         if len(set(self.batch_sizes)) < 2:
@@ -102,12 +109,37 @@ class ExportSpec:
         check_name(self.name, "export name", UsageError)
         if self.task is not None:
             get_task(self.task)
-        ToleranceConfig.for_precision("fp32", self.tolerances)  # validate early
-        ToleranceConfig.for_precision("fp16", self.tolerances)
+        for precision in precision_names():
+            ToleranceConfig.for_precision(precision, self.tolerances)  # validate early
+
+    def _check_precisions(self) -> None:
+        """Each precision asked for is known and has a variant in a chosen format; their own options need them."""
+        for name in self.precisions:
+            precision = get_precision(name)
+            if precision.flag is None:
+                raise UsageError(f"{name} artifacts are always written", hint="ask for variants: fp16, int8")
+            having = formats_with(name)
+            if not set(having) & set(self.formats):
+                titles = ", ".join(format_title(f) for f in having) or "no format"
+                raise UsageError(
+                    f"{precision.flag}: {', '.join(format_title(f) for f in self.formats)} has no {name} variant "
+                    f"({name} is written for {titles})",
+                    hint=" ".join(f"--{f}" for f in having) and f"add {' '.join(f'--{f}' for f in having)}",
+                )
+        for flag, given, needs in (
+            ("--fp16-io", self.fp16_io, "fp16"),
+            ("--fp16-keep", bool(self.fp16_keep), "fp16"),
+            ("--calibrate", self.calibration is not None, "int8"),
+            ("--keep-slower", self.keep_slower, "int8"),
+        ):
+            if given and needs not in self.precisions:
+                raise UsageError(f"{flag} needs --{needs}", hint=f"add --{needs}")
 
     def tolerance(self, precision: str) -> ToleranceConfig:
-        """The tolerances of `precision`, the overrides applied, a detector's score threshold as its score edge."""
-        return ToleranceConfig.for_precision(precision, self.tolerances).with_score_edge(self.score_threshold)
+        """The tolerances of `precision` for the export's task, the overrides applied, a detector's score threshold
+        as its score edge."""
+        config = ToleranceConfig.for_precision(precision, self.tolerances, self.task)
+        return config.with_score_edge(self.score_threshold)
 
     @property
     def name(self) -> str:

@@ -20,9 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from modelship.contract.precisions import get_precision
 from modelship.parity.fp16_ranges import FP16_TINY, node_module, tensor_types
-
-RELATIVE_LIMITS = {"fp32": 1e-3, "fp16": 5e-2}  # max |a - b| / max |a| for a module's output to count as the same
 
 
 @dataclass
@@ -56,7 +55,9 @@ class Explanation:
     fp16_keep: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        found = [self.first.line()] if self.first else [f"no module output differs ({self.compared} compared)"]
+        found = [self.first.line()] if self.first else []
+        if not self.first and (self.compared or not self.notes):
+            found.append(f"no module output differs ({self.compared} compared)")
         if self.fp16_keep:
             flags = " ".join(f"--fp16-keep {m}" for m in self.fp16_keep)
             found.append(f"parity passes with these modules kept in fp32: {', '.join(self.fp16_keep)} ({flags})")
@@ -153,8 +154,8 @@ def first_tensor(value: Any) -> Any:
 
 
 def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precision: str) -> Divergence | None:
-    """A Divergence when `candidate` is not `reference` within RELATIVE_LIMITS[precision] (or not finite where it
-    is), else None."""
+    """A Divergence when `candidate` is not `reference` within its precision's localise_limit
+    (contract.precisions), or not finite where it is; else None."""
     ref, cand = reference.astype(np.float64).ravel(), np.asarray(candidate, np.float64).ravel()
     finite = np.isfinite(ref)
     note = ""
@@ -172,7 +173,7 @@ def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precis
             note
             or f"every value is below float16's smallest normal {FP16_TINY:.3g} (max |x| {scale:.3g}): it underflows"
         )
-    if not note and relative <= RELATIVE_LIMITS[precision]:
+    if not note and relative <= get_precision(precision).localise_limit:
         return None
     return Divergence(module, max_abs, relative, cosine, note=note)
 

@@ -47,7 +47,7 @@ def compare_arrays(
     else:
         stats = (0.0, 0.0, 0.0, 0.0, 0.0)
         required_atol = required_rtol = 0.0
-    top1, top_k = _agreement(ref64, cand64) if topk and _is_classifier(ref) else (None, None)
+    top1, top_k, contained = _agreement(ref64, cand64) if topk and _is_classifier(ref) else (None, None, None)
     metrics = OutputMetrics(
         name=name,
         shape=tuple(ref.shape),
@@ -59,6 +59,7 @@ def compare_arrays(
         cosine=_min_cosine(np.where(finite, ref64, 0.0), np.where(finite, cand64, 0.0)),
         top1_agreement=top1,
         topk_agreement=top_k,
+        top5_containment=contained,
         nan_count=int(np.isnan(cand64).sum()),
         inf_count=int(np.isinf(cand64).sum()),
         reference_nan_count=int(np.isnan(ref64).sum()),
@@ -82,7 +83,7 @@ def judge(metrics: OutputMetrics, tolerance: Tolerance) -> OutputMetrics:
 
 def _tolerance_failures(metrics: OutputMetrics, tolerance: Tolerance) -> list[str]:
     failures = []
-    if metrics.required_atol > tolerance.atol:
+    if tolerance.elementwise and metrics.required_atol > tolerance.atol:
         failures.append(
             f"max abs diff {metrics.max_abs:.3g} exceeds atol {tolerance.atol:g} + rtol {tolerance.rtol:g}*|ref| "
             f"(needs atol >= {metrics.required_atol:.3g} or rtol >= {metrics.required_rtol:.3g})"
@@ -92,6 +93,9 @@ def _tolerance_failures(metrics: OutputMetrics, tolerance: Tolerance) -> list[st
     top1 = metrics.top1_agreement
     if tolerance.min_top1 is not None and top1 is not None and top1 < tolerance.min_top1:
         failures.append(f"top-1 agreement {top1:.3f} below {tolerance.min_top1:g}")
+    contained = metrics.top5_containment
+    if tolerance.min_top5 is not None and contained is not None and contained < tolerance.min_top5:
+        failures.append(f"reference class in the top 5 for {contained:.3f} of samples, below {tolerance.min_top5:g}")
     return failures
 
 
@@ -119,6 +123,7 @@ def aggregate(per_set: Sequence[OutputMetrics], tolerance: Tolerance) -> OutputM
         cosine=min(m.cosine for m in per_set),
         top1_agreement=pooled("top1_agreement"),
         topk_agreement=pooled("topk_agreement"),
+        top5_containment=pooled("top5_containment"),
         nan_count=sum(m.nan_count for m in per_set),
         inf_count=sum(m.inf_count for m in per_set),
         reference_nan_count=sum(m.reference_nan_count for m in per_set),
@@ -153,6 +158,7 @@ def unmatched(name: str, ref: np.ndarray, reason: str, *, topk: bool = True) -> 
         cosine=-1.0,
         top1_agreement=agreement,
         topk_agreement=agreement,
+        top5_containment=agreement,
         nan_count=0,
         inf_count=0,
         reference_nan_count=int(np.isnan(ref.astype(np.float64)).sum()),
@@ -181,9 +187,11 @@ def _samples(ref: np.ndarray) -> int:
     return int(ref.shape[0]) if ref.ndim >= 2 else 1
 
 
-def _agreement(ref: np.ndarray, cand: np.ndarray) -> tuple[float, float]:
+def _agreement(ref: np.ndarray, cand: np.ndarray) -> tuple[float, float, float]:
+    """Top-1 agreement, the mean overlap of the top-k sets, and the share of samples whose reference class is in
+    the candidate's top k (TOPK)."""
     if ref.shape[0] == 0:
-        return 1.0, 1.0
+        return 1.0, 1.0, 1.0
     ref = np.nan_to_num(ref, nan=-np.inf)
     cand = np.nan_to_num(cand, nan=-np.inf)
     top1 = float((ref.argmax(axis=1) == cand.argmax(axis=1)).mean())
@@ -191,7 +199,8 @@ def _agreement(ref: np.ndarray, cand: np.ndarray) -> tuple[float, float]:
     ref_k = np.argsort(-ref, axis=1, kind="stable")[:, :k]
     cand_k = np.argsort(-cand, axis=1, kind="stable")[:, :k]
     overlap = [len(np.intersect1d(a, b)) / k for a, b in zip(ref_k, cand_k, strict=True)]
-    return top1, float(np.mean(overlap))
+    contained = float(np.mean([row[0] in other for row, other in zip(ref_k, cand_k, strict=True)]))
+    return top1, float(np.mean(overlap)), contained
 
 
 def _min_cosine(ref: np.ndarray, cand: np.ndarray) -> float:

@@ -30,7 +30,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract import dtypes
-from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS, PLATFORMS, SERVED_FILES
+from modelship.contract.artifacts import PLATFORMS, SERVED_FILES, VARIANTS
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
 from modelship.contract.manifest import Artifact
@@ -212,8 +212,8 @@ def build_config(
         parameters[PARAM_LABELS] = json.dumps(list(labels))
     if export_info:
         parameters[PARAM_EXPORT] = json.dumps(export_info.to_dict(), sort_keys=True, default=str)
-    if artifact.format == "onnx" and artifact.precision == "fp16":
-        parameters["disabled_optimizers"] = ",".join(FP16_DISABLED_OPTIMIZERS)
+    if artifact.name in VARIANTS:  # a variant's own config fragment (fp16 ONNX: the optimizer it must not run)
+        parameters.update(VARIANTS[artifact.name].triton_parameters)
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config

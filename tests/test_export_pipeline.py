@@ -66,7 +66,7 @@ class DictNet(nn.Module):
 
 
 def export(model: nn.Module, folder: Path, **kwargs) -> Manifest:
-    result = run_export(model, ExportSpec(out_dir=folder, fp16=True, **kwargs), source=SOURCE)
+    result = run_export(model, ExportSpec(out_dir=folder, precisions=("fp16",), **kwargs), source=SOURCE)
     manifest = Manifest.read(folder)
     assert [a.name for a in manifest.artifacts] == list(ALL)
     for artifact in manifest.artifacts:
@@ -186,7 +186,7 @@ def test_failed_verification_leaves_no_folder(tmp_path):
             ExportSpec(
                 out_dir=tmp_path / "m",
                 formats=("onnx",),
-                fp16=True,
+                precisions=("fp16",),
                 tolerances=strict,
                 input_options=("image:batch,3,8,8",),
             ),

@@ -17,8 +17,8 @@ from modelship.contract.artifact_details import ArtifactDetails
 from modelship.contract.artifacts import ARTIFACT_FORMATS, EXPORT_FILES, register_artifact_format
 from modelship.contract.manifest import Artifact, Manifest, Source
 from modelship.export.artifact_runners import ARTIFACT_RUNNERS, register_artifact_runner
-from modelship.export.build import Build, BuiltArtifact
-from modelship.export.formats import FORMATS, Finish, FormatExporter, export_formats, register_format
+from modelship.export.build import Build, BuiltArtifact, Started, Written
+from modelship.export.formats import FORMATS, FormatExporter, export_formats, register_format
 from modelship.export.run import run_export
 from modelship.export.spec import ExportSpec
 from modelship.parity import OnnxRuntimeRunner
@@ -28,7 +28,7 @@ from tests.cli_contract import invoke
 NAME = "legacy_onnx"
 
 
-def start(build: Build) -> list[Finish]:
+def start(build: Build) -> list[Started]:
     """Export with the TorchScript-based exporter, then verify against eager like every format."""
     path = build.path(NAME)
     inputs, outputs = [t.name for t in build.io.inputs], [t.name for t in build.io.outputs]
@@ -39,7 +39,8 @@ def start(build: Build) -> list[Finish]:
     runner = OnnxRuntimeRunner(path, build.io, name=NAME, isolated=False)
     report = build.verify(NAME, runner, "fp32")
     runner.close()
-    return [lambda: BuiltArtifact(NAME, NAME, "fp32", build.io, report, ArtifactDetails())]
+    built = BuiltArtifact(NAME, NAME, "fp32", build.io, report, ArtifactDetails())
+    return [Started(Written(NAME, NAME, build.io, built.details), lambda: built)]
 
 
 def load(path: Path, artifact: Artifact, isolated: bool) -> OnnxRuntimeRunner:

@@ -121,8 +121,8 @@ def test_tolerance_config_precisions_and_overrides() -> None:
         ToleranceConfig.for_precision("fp32", {"atl": 1})
     with pytest.raises(UsageError, match="atol must be"):
         Tolerance(atol=-1, rtol=0)
-    with pytest.raises(UsageError, match="precision"):
-        ToleranceConfig.for_precision("int8")
+    with pytest.raises(UsageError, match="unknown precision 'int4'"):
+        ToleranceConfig.for_precision("int4")
 
 
 def test_random_inputs_honour_dtype_and_range() -> None:

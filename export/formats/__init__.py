@@ -1,12 +1,14 @@
 """One exporter per format, registered by name: `export-model` runs the exporter of each format asked for.
 
-An exporter's `start(build)` writes its artifacts into the build's staging folder and verifies them (fp16 as a
-variant of the same format when `--fp16`), returning one `Finish` per artifact: calling it gives the
-`BuiltArtifact` (waiting for a verification still running on `build.background`, as TorchScript's do). Exporters
-start by `order`, lowest first, so one whose verification overlaps the next export (TorchScript) goes first.
+An exporter's `start(build)` writes its fp32 artifacts into the build's staging folder and verifies them,
+returning one `Started` per artifact: what it wrote (the variants of that format are built from it:
+contract.artifacts.Variant) and a `Finish` that gives the `BuiltArtifact` (waiting for a verification still
+running on `build.background`, as TorchScript's do). Exporters start by `order`, lowest first, so one whose
+verification overlaps the next export (TorchScript) goes first.
 
-Adding a format is one module that calls `register_format` and, for its file names,
-`contract.artifacts.register_artifact_format` (tests/test_format_registry.py adds one from inside a test).
+Adding a format is one module that calls `register_format` and, for its file names and flag,
+`contract.artifacts.register_artifact_format` and `register_export_format` (tests/test_format_registry.py adds one
+from inside a test).
 """
 
 from __future__ import annotations
@@ -15,18 +17,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelship.contract.registry import Registry
-from modelship.export.build import Build, BuiltArtifact
+from modelship.export.build import Build, Finish, Started
 
-Finish = Callable[[], BuiltArtifact]
+__all__ = ["FORMATS", "Finish", "FormatExporter", "Started", "export_formats", "exporters_for", "register_format"]
 
 
 @dataclass(frozen=True)
 class FormatExporter:
     """`format`: the name `--torchscript` / `--onnx` / `--pt2` choose (ExportSpec.formats); `start(build)`: write
-    and verify this format's artifacts; `order`: when it starts among the formats asked for."""
+    and verify this format's fp32 artifacts; `order`: when it starts among the formats asked for."""
 
     format: str
-    start: Callable[[Build], list[Finish]]
+    start: Callable[[Build], list[Started]]
     order: int = 100
 
 

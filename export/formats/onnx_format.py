@@ -1,5 +1,6 @@
 """ONNX (`--onnx`): the model through torch.onnx (dynamo or legacy exporter) at the target Triton's opset, its dynamic
-axes checked in the graph, verified in ONNX Runtime; `--fp16` adds the variant export.fp16_strategy converts.
+axes checked in the graph, verified in ONNX Runtime. Its variants (fp16: export.fp16_strategy, INT8:
+export.int8_variant) are built from the graph written here.
 
 A task whose models loop over the images of a batch in Python (detectors) gets single-row graphs: the legacy
 exporter unrolls that loop, so the batch axis is fixed at 1 and the graph is verified row by row on every set."""
@@ -10,15 +11,14 @@ import onnx
 
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
-from modelship.export.build import Build, BuiltArtifact, float_io
-from modelship.export.formats import Finish, FormatExporter, register_format
-from modelship.export.fp16_strategy import onnx_fp16
+from modelship.export.build import Build, BuiltArtifact, Started, Written
+from modelship.export.formats import FormatExporter, register_format
 from modelship.export.onnx_export import export_onnx
 from modelship.parity import OnnxRuntimeRunner
 
 
-def start(build: Build) -> list[Finish]:
-    """fp32, then fp16 from the same graph; each verified as it is written."""
+def start(build: Build) -> list[Started]:
+    """The fp32 graph, verified as it is written."""
     spec, name = build.spec, "onnx"
     io, example = build.io, build.example
     if build.task.onnx_single_row:
@@ -35,15 +35,9 @@ def start(build: Build) -> list[Finish]:
             metadata=build.provenance | {"precision": "fp32"},
         )
         check_dynamic_axes(exported.proto, io)
-    build.hashes[name] = exported.sha256
-    build.external_data = exported.details.external_data
     report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name, fp16=False), "fp32")
-    built = [BuiltArtifact(name, "onnx", "fp32", io, report, exported.details)]
-    if spec.fp16:
-        art_io = float_io(io, "float16", inputs=spec.fp16_io, outputs=spec.fp16_io)
-        report, fp16_details = onnx_fp16(build, exported, art_io)
-        built.append(BuiltArtifact("onnx_fp16", "onnx", "fp16", art_io, report, fp16_details))
-    return [lambda artifact=artifact: artifact for artifact in built]
+    built = BuiltArtifact(name, "onnx", "fp32", io, report, exported.details, exported.sha256)
+    return [Started(Written(name, "onnx", io, exported.details, exported.proto), lambda: built)]
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:

@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 from modelship.contract.artifact_details import AotiDetails, Pt2Details
-from modelship.export.build import Build, BuiltArtifact
-from modelship.export.formats import Finish, FormatExporter, register_format
+from modelship.export.build import Build, BuiltArtifact, Started, Written
+from modelship.export.formats import FormatExporter, register_format
 from modelship.export.pt2_export import compile_aoti, export_program, save_program
 from modelship.parity import TorchRunner
 
 
-def start(build: Build) -> list[Finish]:
+def start(build: Build) -> list[Started]:
     io = build.io
     with build.steps("torch.export pt2", "pt2"):
         program = export_program(build.model, build.example, io)
@@ -21,7 +21,7 @@ def start(build: Build) -> list[Finish]:
         package = compile_aoti(program, build.path("aoti"))
     report = build.verify("aoti", TorchRunner(package, io, name="aoti"), "fp32")
     package_built = BuiltArtifact("aoti", "aoti", "fp32", io, report, AotiDetails())
-    return [lambda: program_built, lambda: package_built]
+    return [Started(Written(b.name, b.format, b.io, b.details), lambda b=b: b) for b in (program_built, package_built)]
 
 
 PT2 = register_format(FormatExporter("pt2", start, order=1))

@@ -1,8 +1,8 @@
 """TorchScript (`--torchscript`): the model scripted (or traced with `--trace`), saved and loaded back, and verified
-on `build.background` while the other formats export; `--fp16` adds a half copy (float32 I/O with the casts
-inside unless `--fp16-io`). fp16 computes in real half precision on the CPU, so its verdict holds as is; when it
-fails, the modules whose own half computation diverges are kept in fp32 (export.fp16_strategy) and it is built and
-verified again."""
+on `build.background` while the other formats export. Its fp16 variant (`start_fp16`, contract.artifacts) is a
+half copy of the eager model, scripted the same way (float32 I/O with the casts inside unless `--fp16-io`). fp16
+computes in real half precision on the CPU, so its verdict holds as is; when it fails, the modules whose own half
+computation diverges are kept in fp32 (export.fp16_strategy) and it is built and verified again."""
 
 from __future__ import annotations
 
@@ -10,23 +10,26 @@ from typing import Any
 
 from modelship.contract.artifact_details import TorchScriptDetails
 from modelship.contract.iospec import IOSpec
-from modelship.export.build import Build, BuiltArtifact, float_io
-from modelship.export.formats import Finish, FormatExporter, register_format
+from modelship.export.build import Build, BuiltArtifact, Finish, Started, Written, float_io
+from modelship.export.formats import FormatExporter, register_format
 from modelship.export.fp16 import half_module, half_with_float_io
 from modelship.export.fp16_strategy import torchscript_keep_modules
 from modelship.export.torchscript import save_and_reload, script_module, trace_module
 from modelship.parity import TorchRunner
 
 
-def start(build: Build) -> list[Finish]:
-    """fp16 first when asked: its half verification is the longest, so it starts earliest."""
-    precisions = ("fp16", "fp32") if build.spec.fp16 else ("fp32",)
-    finishing = []
-    for precision in precisions:
-        name = "torchscript" if precision == "fp32" else "torchscript_fp16"
-        half_io = precision == "fp16" and build.spec.fp16_io
-        finishing.append(_artifact(build, name, float_io(build.io, "float16", inputs=half_io, outputs=half_io)))
-    return finishing
+def start(build: Build) -> list[Started]:
+    """The fp32 module, its verification started on `build.background`."""
+    details = TorchScriptDetails(method="trace" if build.spec.trace else "script")
+    return [
+        Started(Written("torchscript", "torchscript", build.io, details), _artifact(build, "torchscript", build.io))
+    ]
+
+
+def start_fp16(build: Build, written: Written) -> Finish:
+    """The `torchscript_fp16` variant: a half copy of the eager model, scripted like `written`."""
+    half_io = build.spec.fp16_io
+    return _artifact(build, "torchscript_fp16", float_io(written.io, "float16", inputs=half_io, outputs=half_io))
 
 
 def _artifact(build: Build, name: str, io: IOSpec) -> Finish:

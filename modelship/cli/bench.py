@@ -34,7 +34,7 @@ TABLE_WIDTH = 200
     "suites",
     multiple=True,
     metavar="NAME",
-    help="Run only this suite (repeatable): export, serving, transport, pipeline, fleet, vision, text. "
+    help="Run only this suite (repeatable): export, serving, transport, pipeline, fleet, vision, text, precision. "
     "Default: all (--quick: serving, transport); with --against, the baselines' suites.",
 )
 @click.option(

@@ -1,4 +1,5 @@
-"""`export-model CKPT` (= `modelship export`): export TorchScript/ONNX, fp32 and fp16, each verified against eager."""
+"""`export-model CKPT` (= `modelship export`): export TorchScript/ONNX fp32 and the variants asked for (fp16, INT8),
+each verified against eager. The format and precision flags are generated from the registries (cli.variant_flags)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from modelship.cli.export_view import (
 from modelship.cli.flags import flag_group
 from modelship.cli.load_view import fingerprint_progress, print_load_report
 from modelship.cli.loader_options import load_flags
-from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.main import emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.tolerance_flags import tolerance_flags
+from modelship.cli.variant_flags import VariantFlagsCommand, chosen
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
@@ -33,14 +35,15 @@ DEFAULT_OUT = Path("exports")
 
 @dataclass(frozen=True)
 class ExportFlags:
-    """export-model's own flags; `spec` turns them into the pipeline's ExportSpec."""
+    """export-model's own flags; `spec` turns them into the pipeline's ExportSpec. `formats` and `precisions`: the
+    generated format and precision flags given (cli.variant_flags)."""
 
-    torchscript: bool
-    onnx_: bool
-    pt2: bool
-    fp16: bool
+    formats: tuple[str, ...]
+    precisions: tuple[str, ...]
     fp16_io: bool
     fp16_keep: tuple[str, ...]
+    calibrate: Path | None
+    keep_slower: bool
     out: Path
     name: str | None
     opset: int | None
@@ -53,13 +56,16 @@ class ExportFlags:
     task: str | None
 
     def format_choice(self, arch: str | None = None) -> FormatChoice:
-        """--torchscript / --onnx, else what the model kind exports (export.spec.default_formats: both, ONNX alone
-        for a Hugging Face folder), plus --pt2. `arch`: the loaded model's, None before it is loaded."""
+        """The default formats' flags given (--torchscript / --onnx), else what the model kind exports
+        (export.spec.default_formats: both, ONNX alone for a Hugging Face folder), plus the other formats' flags
+        (--pt2). `arch`: the loaded model's, None before it is loaded."""
+        from modelship.contract.artifacts import default_formats as registered_defaults
         from modelship.export.spec import FormatChoice, default_formats
 
-        chosen = tuple(f for f, on in (("torchscript", self.torchscript), ("onnx", self.onnx_)) if on)
-        choice = FormatChoice(chosen) if chosen else default_formats(arch, self.trace)
-        return replace(choice, formats=(*choice.formats, *(("pt2",) if self.pt2 else ())))
+        primary = set(registered_defaults())
+        given = tuple(f for f in self.formats if f in primary)
+        choice = FormatChoice(given) if given else default_formats(arch, self.trace)
+        return replace(choice, formats=(*choice.formats, *(f for f in self.formats if f not in primary)))
 
     def spec(self, checkpoint: Path, tolerances: ToleranceOverrides) -> ExportSpec:
         """The ExportSpec (its formats before the model's kind is known: `format_choice(arch)` once it is); the export
@@ -75,9 +81,11 @@ class ExportFlags:
         return ExportSpec(
             out_dir=Path(self.out) / name,
             formats=self.format_choice().formats,
-            fp16=self.fp16,
+            precisions=self.precisions,
             fp16_io=self.fp16_io,
             fp16_keep=tuple(self.fp16_keep),
+            calibration=self.calibrate,
+            keep_slower=self.keep_slower,
             opset=self.opset,
             exporter=self.exporter,
             trace=self.trace,
@@ -95,26 +103,6 @@ export_flags = flag_group(
     "flags",
     [
         click.option(
-            "--torchscript",
-            is_flag=True,
-            help="Export TorchScript (model.pt). Neither format flag: both, or what the model kind exports (ONNX "
-            "alone for a Hugging Face folder: transformers models do not script).",
-        ),
-        click.option(
-            "--onnx",
-            "onnx_",
-            is_flag=True,
-            help="Export ONNX (model.onnx). Neither format flag: both, or what the model kind exports.",
-        ),
-        click.option(
-            "--pt2",
-            is_flag=True,
-            help="Also export with torch.export: the ExportedProgram (model.pt2) and an AOTInductor package compiled "
-            "from it (model.aoti.pt2), both verified. Publishing them needs a Triton whose PyTorch backend loads "
-            "torch_aoti.",
-        ),
-        click.option("--fp16", is_flag=True, help="Also write an fp16 variant of each format (model.fp16.pt/.onnx)."),
-        click.option(
             "--fp16-io",
             is_flag=True,
             help="fp16 variants (ONNX and TorchScript) take and return float16. Default: float32 I/O with the "
@@ -126,6 +114,20 @@ export_flags = flag_group(
             metavar="MODULE",
             help="Keep this module (dotted name, e.g. blocks.3.attn) in fp32 in the fp16 variants; repeatable. "
             "export-model prints these flags when it had to find such modules itself.",
+        ),
+        click.option(
+            "--calibrate",
+            type=click.Path(path_type=Path),
+            default=None,
+            metavar="DATA",
+            help="--int8: real inputs to calibrate on, run through the export's own preprocessing: a folder of "
+            "images (a few hundred like production's; at least 10) or, for a text model, a file of lines. 1 in 5 "
+            "is held back to judge the INT8 model. A text model without it is quantized dynamically.",
+        ),
+        click.option(
+            "--keep-slower",
+            is_flag=True,
+            help="--int8: write the INT8 variant even when it measured slower than fp32 on this machine.",
         ),
         click.option(
             "--out",
@@ -179,11 +181,11 @@ export_flags = flag_group(
             "Default: the checkpoint metadata's 'task', else the task that claims the model's outputs.",
         ),
     ],
-    ExportFlags,
+    lambda **values: ExportFlags(**values, **vars(chosen())),
 )
 
 
-@click.command("export", cls=GuardedCommand)
+@click.command("export", cls=VariantFlagsCommand)
 @load_flags
 @export_flags
 @tolerance_flags
@@ -199,19 +201,22 @@ export_flags = flag_group(
 def export_command(
     load: LoadOptions, flags: ExportFlags, tolerances: ToleranceOverrides, publish: str | None, as_json: bool
 ) -> None:
-    """Export CKPT to TorchScript and/or ONNX (fp32, optionally fp16) and prove each artifact matches eager
-    PyTorch on seeded inputs at two batch sizes. CKPT is a checkpoint file, or a Hugging Face folder
-    (save_pretrained or sentence-transformers; its tokenizer.json is exported with it, and with no format flag
-    ONNX alone: transformers models do not script).
+    """Export CKPT to TorchScript and/or ONNX (fp32, and fp16 or INT8 variants when asked) and prove each artifact
+    matches eager PyTorch: on seeded inputs at two batch sizes, and INT8 on real inputs held back from --calibrate,
+    judged by what the task answers (classes, masks, boxes, embeddings). CKPT is a checkpoint file, or a Hugging
+    Face folder (save_pretrained or sentence-transformers; its tokenizer.json is exported with it, and with no
+    format flag ONNX alone: transformers models do not script).
 
     \b
-    Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, manifest.json (provenance, I/O,
-    parity figures, timings), golden.npz (inputs + eager outputs) and checkpoint.json. Nothing is written unless
-    every artifact passes.
+    Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, model.int8.onnx, manifest.json
+    (provenance, I/O, parity figures, timings), golden.npz (inputs + eager outputs; golden.int8.npz for INT8) and
+    checkpoint.json. Nothing is written unless every artifact passes; an INT8 variant measured slower than fp32
+    here is left out (with the figure) unless --keep-slower.
 
     \b
     Examples:
       export-model ckpt.pt --onnx --fp16
+      export-model ckpt.pt --onnx --int8 --calibrate photos/
       export-model ckpt.pt --arch resnet50 --torchscript --trace
       export-model ./my-classifier --onnx --fp16
       export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
@@ -263,6 +268,11 @@ def export_command(
     make_console().print(summary_table(rows_from_manifest(result.manifest)))
     for line in kept_fp32_lines(result.manifest):
         click.echo(line)
+    for art in result.manifest.artifacts:
+        for line in art.details.lines():
+            click.echo(f"{art.name}: {line}")
+    for declined in result.manifest.declined:
+        click.echo(declined.reason)
     click.echo(f"exported {spec.name} to {result.folder}")
 
 

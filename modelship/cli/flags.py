@@ -8,6 +8,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import click
+
 F = TypeVar("F", bound=Callable[..., Any])
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -30,3 +32,21 @@ def flag_group(param: str, options: Sequence[Decorator], build: Callable[..., An
         return command  # type: ignore[return-value]
 
     return decorate
+
+
+class PrecisionChoice(click.Choice):
+    """The registered precisions (contract.precisions), read when a command line is parsed: one registered after
+    the command was defined is a choice too."""
+
+    def __init__(self) -> None:
+        super().__init__((), case_sensitive=True)
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from modelship.contract.precisions import precision_names
+
+        return precision_names()
+
+    @choices.setter
+    def choices(self, _value: Any) -> None:
+        """Fixed by the registry."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from modelship.cli.flags import flag_group
+from modelship.cli.flags import PrecisionChoice, flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.server_flags import protocol_option, url_option
 from modelship.cli.tolerance_flags import tolerance_flags
@@ -117,10 +117,10 @@ served_flags = flag_group(
         click.option(
             "--served-precision",
             "precision",
-            type=click.Choice(["fp32", "fp16"]),
-            default="fp32",
-            show_default=True,
-            help="Tolerances to judge the served model by.",
+            type=PrecisionChoice(),
+            default=None,
+            help="Tolerances to judge the served model by (those of its precision: contract.precisions). Default: "
+            "the precision of the artifact it serves (the one --artifact names, else fp32).",
         ),
     ],
     ServedFlags,
@@ -135,7 +135,8 @@ served_flags = flag_group(
     "artifacts",
     multiple=True,
     metavar="NAME",
-    help="Check only this artifact (onnx, onnx_fp16, torchscript, torchscript_fp16). Repeatable. Default: all.",
+    help="Check only this artifact (onnx, onnx_fp16, onnx_int8, torchscript, torchscript_fp16). Repeatable. "
+    "Default: all.",
 )
 @tolerance_flags
 @served_flags
@@ -190,8 +191,12 @@ def parity_command(
 
     request = CheckRequest(export_dir, reference, artifacts, tolerances, isolate=isolate, explain=explain)
     if served.url is not None:
-        runner = _served_runner(Manifest.read(export_dir), served, artifacts)
-        request = replace(request, extra=(Candidate(runner, served.precision),))
+        manifest = Manifest.read(export_dir)
+        artifact = manifest.artifact(artifacts[0]) if len(artifacts) == 1 else None
+        runner = _served_runner(manifest, served, artifact.name if artifact else "onnx")
+        precision = served.precision or (artifact.precision if artifact else "fp32")
+        candidate = Candidate(runner, precision, artifact.name if artifact else None)
+        request = replace(request, extra=(candidate,))
     console = make_console(stderr=True)
     result = check_export(request, status=console.status)
     payload = result.to_dict()
@@ -226,13 +231,12 @@ def parity_command(
         click.echo(f"all {len(reports)} passed parity against {result.reference}; report: {report_path}")
 
 
-def _served_runner(manifest: Manifest, served: ServedFlags, artifacts: tuple[str, ...]) -> Any:
-    """The Triton runner of --served: the model as published unless --served-model names it."""
+def _served_runner(manifest: Manifest, served: ServedFlags, artifact: str) -> Any:
+    """The Triton runner of --served: `artifact` as published unless --served-model names the model."""
     assert served.url is not None
     try:
         from modelship.serve.publish import served_name
         from modelship.serve.served_runner import TritonRunner
     except ImportError as exc:
         raise UsageError(f"--served is not available: {exc}") from None
-    artifact = artifacts[0] if len(artifacts) == 1 else "onnx"
     return TritonRunner(served.url, served.model or served_name(manifest.name, artifact), served.protocol)

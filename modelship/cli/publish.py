@@ -85,8 +85,9 @@ serving_flags = flag_group(
     show_default=True,
     metavar="auto|ARTIFACT|none",
     help="With an image preprocessing spec, also publish NAME_preprocess (server-side decoding and preprocessing) "
-    "and the ensemble NAME_pipeline over ARTIFACT, which takes encoded images. auto: over onnx when it can be "
-    "built (else a note says why); none: neither.",
+    "and the ensemble NAME_pipeline over ARTIFACT, which takes encoded images. auto: over the task's first "
+    "published artifact of onnx_int8 (shipped only when measured faster and passing), onnx (a detector: "
+    "torchscript first) when it can be built (else a note says why); none: neither.",
 )
 @serving_flags
 @json_option

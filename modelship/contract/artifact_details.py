@@ -7,6 +7,7 @@ to its class, so a manifest reads back typed; a new format registers its class w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
@@ -81,6 +82,10 @@ class ArtifactDetails:
         """Why the first kept part was kept, when the export found it itself."""
         return None
 
+    def lines(self) -> list[str]:
+        """What the export's summary says of this artifact beyond its parity row (none by default)."""
+        return []
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, **asdict(self)}
 
@@ -105,9 +110,25 @@ def register_details(cls: D) -> D:
     return cls
 
 
-def details_for(artifact_format: str, data: dict[str, Any] | None = None) -> ArtifactDetails:
-    """The details of an artifact of `artifact_format`, read from `data` (empty: the defaults)."""
-    return DETAIL_TYPES.get(artifact_format, ArtifactDetails).from_dict(dict(data or {}))
+VARIANT_DETAILS: Registry[type[ArtifactDetails]] = Registry("variant details type")  # artifact name -> its class
+
+
+def register_variant_details(artifact: str) -> Callable[[D], D]:
+    """Class decorator: the details of the artifact named `artifact` (a variant, e.g. onnx_int8) are `cls`,
+    whatever its format's class."""
+
+    def register(cls: D) -> D:
+        VARIANT_DETAILS.add(artifact, cls)
+        return cls
+
+    return register
+
+
+def details_for(artifact_format: str, data: dict[str, Any] | None = None, artifact: str = "") -> ArtifactDetails:
+    """The details of an artifact of `artifact_format` (named `artifact`: a variant may have its own class), read
+    from `data` (empty: the defaults)."""
+    cls = VARIANT_DETAILS.get(artifact) or DETAIL_TYPES.get(artifact_format, ArtifactDetails)
+    return cls.from_dict(dict(data or {}))
 
 
 @register_details
@@ -183,3 +204,48 @@ class AotiDetails(ArtifactDetails):
 
     format: ClassVar[str] = "aoti"
     compiler: str = "AOTInductor"
+
+
+@dataclass(frozen=True)
+class Int8Try:
+    """One INT8 quantization tried: its recipe, whether it passed on the held-back inputs, and why not: the first
+    failures, on how many input sets, and the lowest cosine of an output (how close it came, when it has one)."""
+
+    recipe: str
+    passed: bool
+    failures: list[str] = field(default_factory=list)
+    failing_sets: int = 0
+    cosine: float | None = None
+
+    def closeness(self) -> tuple[bool, int, float]:
+        """Sorts the closest try first."""
+        return (not self.passed, self.failing_sets, -(self.cosine if self.cosine is not None else -1.0))
+
+
+@register_variant_details("onnx_int8")
+@dataclass
+class Int8Details(OnnxDetails):
+    """An INT8 ONNX variant: the recipe that shipped, the calibration data and how it was split, the nodes kept
+    float, the speed against fp32 measured during the export (`speedups`: fp32 time / INT8 time by batch), every
+    quantization tried, the choices made and why, and the golden file of the held-back inputs it was judged on."""
+
+    recipe: str = ""
+    calibration: str = ""
+    calibration_inputs: int = 0
+    judged_inputs: int = 0
+    kept_float: list[str] = field(default_factory=list)
+    speedups: dict[str, float] = field(default_factory=dict)
+    tries: list[Int8Try] = field(default_factory=list)
+    choices: list[str] = field(default_factory=list)
+    golden: str = ""
+
+    def lines(self) -> list[str]:
+        speed = ", ".join(f"{ratio:.2f}x fp32 at {batch}" for batch, ratio in self.speedups.items())
+        lines = [f"{self.recipe}; {speed} (ONNX Runtime, this CPU)", f"calibration {self.calibration}"]
+        if self.kept_float:
+            lines.append(f"kept float: {', '.join(self.kept_float)}")
+        return lines
+
+    @classmethod
+    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+        return super()._typed(values) | {"tries": [Int8Try(**t) for t in values.get("tries") or []]}

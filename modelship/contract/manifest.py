@@ -17,12 +17,12 @@ from modelship.contract.artifacts import ARTIFACT_FORMATS
 from modelship.contract.errors import ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.parity_report import ParityReport
+from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.text import TokenizerSpec
 
 MANIFEST_NAME = "manifest.json"
 SCHEMA_VERSION = 1
-PRECISIONS = ("fp32", "fp16")
 DEFAULT_TASK = "classification"  # the task of manifests written before tasks were recorded (modelship.tasks)
 
 
@@ -110,11 +110,11 @@ class Artifact:
 
     def __post_init__(self) -> None:
         if self.details is None:
-            self.details = details_for(self.format)
+            self.details = details_for(self.format, artifact=self.name)
         if self.format not in ARTIFACT_FORMATS:
             raise ValueError(f"artifact format must be one of {tuple(ARTIFACT_FORMATS)}, got {self.format!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"artifact precision must be one of {PRECISIONS}, got {self.precision!r}")
+            raise ValueError(f"artifact precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,8 +138,19 @@ class Artifact:
             sha256=data["sha256"],
             io=IOSpec.from_dict(data["io"]),
             parity=ParityReport.from_dict(data["parity"]) if data.get("parity") else None,
-            details=details_for(data["format"], data.get("details")),
+            details=details_for(data["format"], data.get("details"), data["name"]),
         )
+
+
+@dataclass(frozen=True)
+class Declined:
+    """A variant asked for that the export did not write, and why (INT8 measured slower than fp32 here)."""
+
+    name: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "reason": self.reason}
 
 
 @dataclass
@@ -158,6 +169,7 @@ class Manifest:
     score_threshold: float | None = None  # a detector's: it drops boxes scoring below (parity's score edge)
     golden: str | None = None
     timings: list[StepTiming] = field(default_factory=list)
+    declined: list[Declined] = field(default_factory=list)  # variants asked for and not written
     tool_version: str = ""
     created: str = ""
     schema_version: int = SCHEMA_VERSION
@@ -198,6 +210,7 @@ class Manifest:
             "score_threshold": self.score_threshold,
             "golden": self.golden,
             "timings": [t.to_dict() for t in self.timings],
+            "declined": [d.to_dict() for d in self.declined],
             "artifacts": [a.to_dict() for a in self.artifacts],
         }
 
@@ -222,6 +235,7 @@ class Manifest:
             score_threshold=data.get("score_threshold"),
             golden=data.get("golden"),
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
+            declined=[Declined(**d) for d in data.get("declined", [])],
             tool_version=data.get("tool_version", ""),
             created=data.get("created", ""),
             schema_version=version,

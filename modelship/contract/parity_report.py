@@ -89,6 +89,7 @@ class OutputMetrics:
     passed: bool = True
     failures: list[str] = field(default_factory=list)
     structural_failures: list[str] = field(default_factory=list, repr=False)
+    top5_containment: float | None = None  # the share of samples whose reference class is in the candidate's top 5
     kind: ClassVar[str] = "tensor"
 
     def figures(self) -> dict[str, str]:

@@ -35,7 +35,7 @@ DETECTION = register_task(
         onnx_exporter="legacy",
         onnx_why="torch.export cannot export torchvision's detectors (data-dependent box counts; pytorch/vision#9462)",
         onnx_single_row=True,
-        pipeline_artifacts=("torchscript", "onnx"),  # the ONNX graph takes one image: its pipeline one per request
+        pipeline_artifacts=("torchscript", "onnx_int8", "onnx"),  # ONNX graphs take one image: one per request
         pipeline_same_size=True,
     )
 )

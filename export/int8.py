@@ -1,0 +1,270 @@
+"""INT8 ONNX, the mechanics: a recipe (what is quantized and how), the quantized graph it gives (ONNX Runtime's
+own quantizer, QDQ format: standard ONNX ops every ONNX Runtime loads, and what TensorRT reads on a GPU), each
+quantized node's own error against the fp32 graph, and ONNX Runtime's speed on this CPU.
+
+Which recipe, which nodes stay float and whether the result ships is decided by measurement in
+export.int8_strategy."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import statistics
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+Tensors = dict[str, np.ndarray]
+WEIGHT_OPS = ("Conv", "MatMul", "Gemm")  # what carries the time, and what INT8 kernels speed up
+SPEED_SECONDS = 0.6  # timed per model and batch, after a warm-up run
+SPEED_MIN_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Int8Recipe:
+    """How to quantize: `mode` static (activations calibrated) or dynamic (weights only, activations quantized per
+    batch at run time); `activations` uint8 or int8 (U8S8 is the fast path of x86 VNNI kernels, S8S8 ONNX Runtime's
+    documented default); `per_channel` weight scales; `method` the calibration (minmax, entropy, percentile);
+    `ops` the op types quantized; `excluded` nodes kept float."""
+
+    mode: str = "static"
+    activations: str = "uint8"
+    per_channel: bool = True
+    method: str = "minmax"
+    ops: tuple[str, ...] = WEIGHT_OPS
+    excluded: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.mode == "dynamic":
+            text = f"dynamic, {'per-channel' if self.per_channel else 'per-tensor'} int8 weights"
+        else:
+            acts = "U8S8" if self.activations == "uint8" else "S8S8"
+            text = f"static QDQ {acts}, {'per-channel' if self.per_channel else 'per-tensor'}, {self.method}"
+        text += f", {'/'.join(self.ops)}"
+        return text + (f", {len(self.excluded)} nodes float" if self.excluded else "")
+
+    def excluding(self, nodes: Sequence[str]) -> Int8Recipe:
+        return replace(self, excluded=tuple(dict.fromkeys((*self.excluded, *nodes))))
+
+
+@dataclass
+class Quantized:
+    """A quantized graph written to `path`, its recipe and how many nodes it quantized."""
+
+    path: Path
+    recipe: Int8Recipe
+    quantized_nodes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class _Reader:
+    """ONNX Runtime's CalibrationDataReader protocol over our input sets."""
+
+    def __init__(self, sets: Sequence[Tensors]) -> None:
+        self._sets = iter(list(sets))
+
+    def get_next(self) -> Tensors | None:
+        return next(self._sets, None)
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """ONNX Runtime's quantizer prints its progress to stdout and warns through the root logger: neither may reach
+    a `--json` stdout or the user's terminal."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
+def prepare(fp32: Path, out: Path) -> Path:
+    """ONNX Runtime's pre-processing for quantization (shape inference, graph optimisation) written to `out`; the
+    graph itself when it cannot be (a graph symbolic shape inference does not follow): quantized as it is."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    try:
+        with quiet():
+            quant_pre_process(str(fp32), str(out), skip_symbolic_shape=True)
+    except Exception:  # a diagnosis step: without it quantization still works, only less well
+        return fp32
+    return out
+
+
+def quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:
+    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`)."""
+    with quiet():
+        return _quantize(fp32, out, recipe, calibration)
+
+
+def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:
+    from onnxruntime.quantization import (
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_dynamic,
+        quantize_static,
+    )
+
+    excluded = list(recipe.excluded)
+    if recipe.mode == "dynamic":
+        quantize_dynamic(
+            fp32,
+            out,
+            op_types_to_quantize=[op for op in recipe.ops if op != "Conv"],
+            per_channel=recipe.per_channel,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=excluded,
+            extra_options={"MatMulConstBOnly": True},
+        )
+    else:
+        methods = {
+            "minmax": CalibrationMethod.MinMax,
+            "entropy": CalibrationMethod.Entropy,
+            "percentile": CalibrationMethod.Percentile,
+        }
+        activations = QuantType.QUInt8 if recipe.activations == "uint8" else QuantType.QInt8
+        quantize_static(
+            fp32,
+            out,
+            _Reader(calibration),
+            quant_format=QuantFormat.QDQ,
+            op_types_to_quantize=list(recipe.ops),
+            per_channel=recipe.per_channel,
+            activation_type=activations,
+            weight_type=QuantType.QInt8,
+            nodes_to_exclude=excluded,
+            calibrate_method=methods[recipe.method],
+            extra_options={
+                "CalibMovingAverage": recipe.method == "minmax",  # per-batch ranges averaged: one outlier sets none
+                "CalibTensorRangeSymmetric": recipe.activations == "int8",
+                "CalibPercentile": 99.999,
+                "ActivationSymmetric": recipe.activations == "int8",
+                "WeightSymmetric": True,
+            },
+        )
+    model = onnx.load(str(out), load_external_data=False)
+    quantized = sum(n.op_type in ("DequantizeLinear", "DynamicQuantizeLinear") for n in model.graph.node)
+    return Quantized(out, recipe, quantized)
+
+
+def depthwise_convs(model: onnx.ModelProto) -> list[str]:
+    """The names of the depthwise convolutions (group == input channels > 1): INT8 kernels gain little on them and
+    per-channel ranges of 3x3 single-channel filters are coarse."""
+    weights = {init.name: init.dims for init in model.graph.initializer}
+    found = []
+    for node in model.graph.node:
+        if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in weights:
+            continue
+        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        dims = weights[node.input[1]]
+        if group > 1 and len(dims) == 4 and dims[1] == 1:
+            found.append(node.name)
+    return found
+
+
+def name_nodes(model: onnx.ModelProto) -> None:
+    """Give every unnamed node a unique name (the quantizer's exclusions and the error ranking go by name)."""
+    taken = {n.name for n in model.graph.node if n.name}
+    for index, node in enumerate(model.graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{index}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+
+
+def node_errors(fp32: Path, quantized: Path, sets: Sequence[Tensors], ops: Sequence[str]) -> dict[str, float]:
+    """Each quantized node's own error: the noise it adds, as a share of its output's power (noise-to-signal of
+    its output minus that of its input, both against the fp32 graph's same tensor on `sets`). A node that adds much
+    noise is one quantization hurts; one downstream of another's damage adds little of its own."""
+    model = onnx.load(str(fp32))
+    initializers = {i.name for i in model.graph.initializer}
+    done = quantized_nodes(model, onnx.load(str(quantized), load_external_data=False), ops)
+    wanted: dict[str, tuple[str, str]] = {}
+    for node in model.graph.node:
+        if node.name in done:
+            inputs = [i for i in node.input if i and i not in initializers]
+            if inputs and node.output:
+                wanted[node.name] = (inputs[0], node.output[0])
+    graph_inputs = {i.name for i in model.graph.input}
+    tensors = sorted({t for pair in wanted.values() for t in pair} - graph_inputs)
+    reference = _intermediates(fp32, tensors, sets)
+    candidate = _intermediates(quantized, tensors, sets)
+    errors = {}
+    for name, (source, target) in wanted.items():
+        before = 0.0 if source in graph_inputs else _nsr(reference.get(source), candidate.get(source))
+        after = _nsr(reference.get(target), candidate.get(target))
+        if np.isfinite(after):
+            errors[name] = max(after - (before if np.isfinite(before) else 0.0), 0.0)
+    return errors
+
+
+def quantized_nodes(fp32: onnx.ModelProto, quantized: onnx.ModelProto, ops: Sequence[str]) -> set[str]:
+    """The nodes of `fp32` (of `ops`) that `quantized` quantized: replaced by an integer op (dynamic), or reading a
+    DequantizeLinear's output (QDQ). An attention's activation x activation MatMul is in neither."""
+    present = {n.name: n for n in quantized.graph.node}
+    dequantized = {o for n in quantized.graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    return {
+        node.name
+        for node in fp32.graph.node
+        if node.op_type in ops and (node.name not in present or any(i in dequantized for i in present[node.name].input))
+    }
+
+
+def _intermediates(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, list[np.ndarray]]:
+    """`names` (tensors of the graph at `path`, those it has) exposed as outputs, computed on every set."""
+    import onnxruntime as ort
+
+    model = onnx.load(str(path))
+    present = {o for n in model.graph.node for o in n.output}
+    exposed = [n for n in names if n in present]
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in exposed)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    taken = {i.name for i in session.get_inputs()}
+    found: dict[str, list[np.ndarray]] = {n: [] for n in exposed}
+    for inputs in sets:
+        for name, value in zip(
+            exposed, session.run(exposed, {k: v for k, v in inputs.items() if k in taken}), strict=True
+        ):
+            found[name].append(np.asarray(value, dtype=np.float64).ravel())
+    return found
+
+
+def _nsr(reference: list[np.ndarray] | None, candidate: list[np.ndarray] | None) -> float:
+    """Noise power over signal power (0 when equal; nan when the tensor is missing on either side)."""
+    if not reference or not candidate:
+        return float("nan")
+    ref, cand = np.concatenate(reference), np.concatenate(candidate)
+    if ref.shape != cand.shape:
+        return float("nan")
+    return float(np.sum((ref - cand) ** 2) / max(float(np.sum(ref**2)), 1e-30))
+
+
+def seconds_per_run(path: Path, inputs: Tensors) -> float:
+    """ONNX Runtime's median seconds for one run of the graph at `path` on `inputs`, on this CPU (default threads,
+    as the serving backend runs it)."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    taken = {i.name for i in session.get_inputs()}
+    feed = {k: v for k, v in inputs.items() if k in taken}
+    session.run(None, feed)
+    times: list[float] = []
+    deadline = time.perf_counter() + SPEED_SECONDS
+    while len(times) < SPEED_MIN_RUNS or time.perf_counter() < deadline:
+        start = time.perf_counter()
+        session.run(None, feed)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)

@@ -1,0 +1,245 @@
+"""The INT8 strategy, in one place: which recipe, which nodes stay float, and whether the variant ships.
+
+1. Recipes are measured, not assumed: for static INT8 both activation types (U8S8, the x86 VNNI fast path, and
+   S8S8, ONNX Runtime's documented default) are quantized and timed on this CPU, and the faster is judged first,
+   then its per-tensor twin (per-channel weights were further from fp32 on the demo's digits model), then the
+   other; for dynamic INT8 (a text model without --calibrate) per-tensor and per-channel weights, the same way.
+   The closest of them is the one refined.
+2. Each is judged by the task's own compare function against eager fp32 on the held-back inputs
+   (export.calibration), with the INT8 bars of contract.precisions.
+3. When the verdict fails, the quantized nodes are ranked by their own error against the fp32 graph (on inputs
+   that are not the verdict's: calibration images, or the export's seeded random inputs) and the worst are kept
+   float, doubling each try, at most INT8_TRIALS quantizations in all, each shown as progress. Static recipes try
+   percentile calibration once before that.
+4. The passing variant is timed against fp32 at batch 1 and at the largest verified batch. Not faster at either:
+   not written (unless --keep-slower), and the export says by how much it lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from modelship.contract.artifact_details import Int8Details, Int8Try
+from modelship.contract.iospec import IOSpec
+from modelship.export.build import Build, Verification
+from modelship.export.calibration import CalibrationSplit, image_split, text_split
+from modelship.export.int8 import (
+    Int8Recipe,
+    Quantized,
+    name_nodes,
+    node_errors,
+    prepare,
+    quantize,
+    seconds_per_run,
+)
+from modelship.parity import OnnxRuntimeRunner, ParityReport, reference_results, reference_runner
+
+INT8_TRIALS = 8  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
+MAX_FLOAT_SHARE = 0.5  # of the quantized nodes, at most this share is kept float
+STEP = "quantize onnx_int8"
+Tensors = dict[str, np.ndarray]
+
+
+@dataclass
+class Int8Result:
+    """The variant's verdict, its details, the held-back inputs it was judged on (with eager's outputs), and
+    `declined`: why it is not written (slower than fp32), else None."""
+
+    report: ParityReport
+    details: Int8Details
+    verification: Verification
+    declined: str | None = None
+
+
+Attempt = Callable[[Int8Recipe], tuple[Quantized, ParityReport]]
+
+
+def held_back(build: Build) -> tuple[CalibrationSplit | None, Verification]:
+    """The calibration split (None: dynamic INT8 of a text model, which needs none) and the verification on the
+    held-back inputs (eager fp32 outputs on them, compared by the task's kinds)."""
+    spec, io = build.spec, build.io
+    calibrate = spec.calibration
+    if build.tokenizer is not None:
+        split = text_split(calibrate, build.tokenizer) if calibrate is not None else None
+        if split is None:  # the export's real sentences: nothing was calibrated on them
+            sets = [build.verification.inputs[i] for i in build.verification.texts]
+            labels = [build.verification.labels[i] for i in build.verification.texts]
+        else:
+            sets, labels = split.judged, split.labels
+    else:
+        assert calibrate is not None  # export.calibration.check_calibration refused it before the export
+        split = image_split(calibrate, build.preprocess, io)
+        sets, labels = split.judged, split.labels
+    eager = reference_results(reference_runner(build.model, io, name="eager"), sets)
+    return split, Verification(sets, labels, eager, build.verification.kinds)
+
+
+def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
+    """The INT8 variant of the fp32 graph at `fp32` written to `out` (see the module doc)."""
+    split, verification = held_back(build)
+    tolerance = build.spec.tolerance("int8")
+    model = onnx.load(str(fp32))
+    name_nodes(model)
+    named = out.with_name("int8-source.onnx")
+    onnx.save(model, str(named))
+    prepared = prepare(named, out.with_name("int8-prepared.onnx"))
+    calibration = split.calibration if split is not None else []
+    ranking_sets = calibration or build.verification.random_sets
+    tries: list[Int8Try] = []
+    why: list[str] = []
+    last: list[Int8Recipe] = []  # the recipe whose graph is in `out` now
+
+    def attempt(recipe: Int8Recipe) -> tuple[Quantized, ParityReport]:
+        with build.steps(STEP, "onnx_int8"):
+            quantized = quantize(prepared, out, recipe, calibration)
+        last[:] = [recipe]
+        runner = OnnxRuntimeRunner(out, io, name="onnx_int8", isolated=False)
+        try:
+            with build.steps("verify onnx_int8", "onnx_int8"):
+                report = verification.judge(runner, tolerance)
+        finally:
+            runner.close()
+        verdict = "passes" if report.passed else f"fails ({', '.join(report.failures()[:1])})"
+        build.steps.progress(STEP, f"try {len(tries) + 1}/{INT8_TRIALS}: {recipe.describe()}: {verdict}")
+        tries.append(_try(recipe, report))
+        return quantized, report
+
+    speed_inputs = _speed_inputs(verification.inputs, io, max(build.spec.batch_sizes))
+    with build.steps("time int8 recipes", "onnx_int8"):
+        candidates = _ranked_recipes(prepared, fp32, out, calibration, speed_inputs, why)
+    if candidates[0].mode == "static":  # per-tensor weights of the faster: per-channel is not always closer
+        candidates.insert(1, replace(candidates[0], per_channel=False))
+    judged = []
+    for recipe in candidates:  # every base recipe, the faster first, until one passes
+        judged.append(attempt(recipe))
+        if judged[-1][1].passed:
+            break
+    quantized, report = min(judged, key=lambda pair: _try(pair[0].recipe, pair[1]).closeness())
+    if not report.passed and quantized.recipe.mode == "static":
+        quantized, report = attempt(replace(quantized.recipe, method="percentile"))
+        if report.passed:
+            why.append("percentile calibration (99.999%): minmax ranges left the verdict failing")
+    if not report.passed:
+        quantized, report = _keep_worst_float(quantized, report, prepared, ranking_sets, attempt, tries, why)
+    if last != [quantized.recipe]:  # the graph written last is not the one kept
+        quantize(prepared, out, quantized.recipe, calibration)
+    with build.steps("time onnx_int8 against fp32", "onnx_int8"):
+        speedups = _speedups(fp32, out, speed_inputs)
+    for scratch in (named, prepared):
+        scratch.unlink(missing_ok=True)
+    details = Int8Details(
+        recipe=quantized.recipe.describe(),
+        calibration=split.describe() if split else "none: dynamic quantization (weights only)",
+        calibration_inputs=split.calibration_count if split else 0,
+        judged_inputs=_rows(verification.inputs),
+        kept_float=list(quantized.recipe.excluded),
+        speedups=speedups,
+        tries=tries,
+        choices=why,
+    )
+    slower = {batch: ratio for batch, ratio in speedups.items() if ratio < 1.0}
+    declined = None
+    if slower and report.passed and not build.spec.keep_slower:
+        lost = ", ".join(f"{ratio:.2f}x fp32 at {batch}" for batch, ratio in slower.items())
+        declined = f"onnx_int8 not written: slower than fp32 on this CPU ({lost}); --keep-slower writes it anyway"
+    return Int8Result(report, details, verification, declined)
+
+
+def _ranked_recipes(
+    source: Path,
+    fp32: Path,
+    out: Path,
+    calibration: Sequence[Tensors],
+    speed_inputs: dict[int, Tensors],
+    why: list[str],
+) -> list[Int8Recipe]:
+    """Both recipes of the mode, the faster on this CPU first (each quantized from `source` and timed against the
+    fp32 artifact at the largest batch)."""
+    if not calibration:
+        options = [Int8Recipe(mode="dynamic", per_channel=False), Int8Recipe(mode="dynamic", per_channel=True)]
+        what = "per-tensor and per-channel weights"
+    else:
+        options = [Int8Recipe(activations="uint8"), Int8Recipe(activations="int8")]
+        what = "U8S8 and S8S8"
+    batch = max(speed_inputs)
+    baseline = seconds_per_run(fp32, speed_inputs[batch])
+    timed = []
+    for recipe in options:
+        quantize(source, out, recipe, calibration)
+        timed.append((baseline / seconds_per_run(out, speed_inputs[batch]), recipe))
+    timed.sort(key=lambda pair: -pair[0])
+    figures = ", ".join(f"{r.describe().split(', ')[0 if r.mode == 'static' else 1]} {s:.2f}x" for s, r in timed)
+    why.append(f"{what} timed against fp32 at batch {batch}: {figures}; the faster is judged first")
+    return [recipe for _, recipe in timed]
+
+
+def _keep_worst_float(
+    quantized: Quantized,
+    report: ParityReport,
+    source: Path,
+    ranking_sets: Sequence[Tensors],
+    attempt: Attempt,
+    tries: list[Int8Try],
+    why: list[str],
+) -> tuple[Quantized, ParityReport]:
+    """Keep the nodes with the worst own error float, 1, 2, 4, ... of them (never more than MAX_FLOAT_SHARE of the
+    quantized nodes: past that it is no INT8 model), until the verdict passes or the tries run out; the last
+    result."""
+    recipe = quantized.recipe
+    errors = node_errors(source, quantized.path, ranking_sets, recipe.ops)
+    ranked = [name for name, _ in sorted(errors.items(), key=lambda item: -item[1]) if name not in recipe.excluded]
+    ranked = ranked[: int(len(errors) * MAX_FLOAT_SHARE)]
+    count = 1
+    while not report.passed and len(tries) < INT8_TRIALS and ranked:
+        chosen = ranked[:count]
+        quantized, report = attempt(recipe.excluding(chosen))
+        if report.passed:
+            why.append(
+                f"{len(chosen)} nodes kept float, the worst by their own error against fp32 "
+                f"({', '.join(f'{n} adds {_db(errors[n])}' for n in chosen[:3])}{', ...' if len(chosen) > 3 else ''})"
+            )
+        if count >= len(ranked):
+            break
+        count = min(count * 2, len(ranked))
+    return quantized, report
+
+
+def _speed_inputs(sets: Sequence[Tensors], io: IOSpec, largest: int) -> dict[int, Tensors]:
+    """One input of 1 row and one of `largest` rows (rows of the held-back sets, repeated when there are fewer);
+    a single-row graph is timed at 1 row only."""
+    first = sets[0]
+    batches = [1] if io.max_rows == 1 or not io.batched else sorted({1, largest})
+    same = [s for s in sets if all(s[k].shape[1:] == v.shape[1:] for k, v in first.items())]
+    rows = {k: np.concatenate([s[k] for s in same]) for k in first}
+    count = len(next(iter(rows.values())))
+    return {b: {k: np.take(v, np.arange(b) % count, axis=0) for k, v in rows.items()} for b in batches}
+
+
+def _speedups(fp32: Path, int8: Path, inputs: dict[int, Tensors]) -> dict[str, float]:
+    """fp32 time / INT8 time at each batch, measured side by side."""
+    return {
+        f"batch {batch}": round(seconds_per_run(fp32, feed) / seconds_per_run(int8, feed), 3)
+        for batch, feed in inputs.items()
+    }
+
+
+def _db(share: float) -> str:
+    """Noise added, as a share of the signal's power, in dB."""
+    return f"noise at {10 * np.log10(share):.0f} dB" if share > 0 else "no noise"
+
+
+def _try(recipe: Int8Recipe, report: ParityReport) -> Int8Try:
+    """A try's record: its verdict, how many sets it failed and its outputs' lowest cosine (how close it came)."""
+    rows = report.per_batch or []
+    failing = sum(not row.passed for row in rows) if rows else int(not report.passed)
+    cosines = [value for o in report.outputs if isinstance(value := getattr(o, "cosine", None), float)]
+    return Int8Try(recipe.describe(), report.passed, report.failures()[:2], failing, min(cosines, default=None))
+
+
+def _rows(sets: Sequence[Tensors]) -> int:
+    return sum(len(next(iter(s.values()))) for s in sets)

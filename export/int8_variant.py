@@ -1,0 +1,29 @@
+"""The `onnx_int8` variant (contract.artifacts): the fp32 graph quantized by export.int8_strategy, written as
+model.int8.onnx beside golden.int8.npz (the held-back inputs it was judged on and eager's outputs for them, so
+`modelship parity --against golden` re-checks it without the checkpoint), or declined when slower than fp32."""
+
+from __future__ import annotations
+
+from modelship.contract.manifest import Declined
+from modelship.export.build import Build, BuiltArtifact, Finish, Written
+from modelship.export.int8_strategy import build_int8
+from modelship.parity import save_golden
+
+NAME = "onnx_int8"
+GOLDEN = "golden.int8.npz"
+
+
+def start_onnx_int8(build: Build, written: Written) -> Finish:
+    """Quantize, judge and time now; the Finish gives the artifact, or its Declined when it lost to fp32."""
+    path = build.path(NAME)
+    result = build_int8(build, build.path(written.name), written.io, path)
+    if result.declined is not None:
+        path.unlink(missing_ok=True)
+        declined = Declined(NAME, result.declined)
+        return lambda: declined
+    save_golden(build.file(GOLDEN), result.verification.inputs, result.verification.outputs)
+    result.details.golden = GOLDEN
+    built = BuiltArtifact(
+        NAME, "onnx", "int8", written.io, result.report, result.details, files=(GOLDEN,), judged=result.verification
+    )
+    return lambda: built

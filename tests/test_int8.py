@@ -1,0 +1,142 @@
+"""INT8 ONNX the way users get it: `export-model CKPT --onnx --int8 --calibrate DIR` on the demo's trained digits
+model with held-out digits as calibration data: judged on digits no calibration saw by the digit it answers,
+re-checked from its golden data, run by the stock ONNX Runtime of the target Triton, published with its `_pipeline`
+serving it, and judged again over gRPC. And `export-model DIR --onnx --int8` on the real MiniLM-L6
+sentence-transformers folder (dynamic INT8, no calibration data), whose embedding of the empty text drifts below
+the 0.99 cosine bar however many of its weight MatMuls stay float: a one-line FAIL naming the closest try."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from text_folders import MINILM
+
+from modelship.contract.manifest import Manifest
+from modelship.contract.opsets import runtime_target
+from modelship.parity import load_golden, make_session
+from tests.cli_contract import invoke
+from tests.stock_runtime import run_stock, stock_python
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+ARCH = ("--arch", "modelship.demo.model:DigitsNet")
+SAMPLES = 150  # held-out digits: 120 calibrate, 30 judge
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from modelship.demo.train import save_checkpoint, train, write_samples
+
+    root = tmp_path_factory.mktemp("int8")
+    trained = train(epochs=4)
+    checkpoint = save_checkpoint(trained, root / "digits.pt")
+    write_samples(trained, root / "held_out", count=SAMPLES)
+    return checkpoint, root / "held_out"
+
+
+@pytest.fixture(scope="module")
+def exports(digits: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, dict]]:
+    checkpoint, samples = digits
+    out = tmp_path_factory.mktemp("exports")
+    args = (checkpoint, *ARCH, "--onnx", "--int8", "--calibrate", samples, "--keep-slower")
+    result = invoke("export", *args, "--out", out, "--json")
+    assert result.exit_code == 0, result.output[-3000:]
+    return {"digits": (out / "digits", json.loads(result.stdout))}
+
+
+def _int8(payload: dict) -> dict:
+    (artifact,) = [a for a in payload["artifacts"] if a["name"] == "onnx_int8"]
+    return artifact
+
+
+def test_the_digits_int8_variant_is_judged_on_held_back_digits(exports: dict[str, tuple[Path, dict]]) -> None:
+    folder, payload = exports["digits"]
+    artifact = _int8(payload)
+    (output,) = artifact["parity"]["outputs"]
+    assert artifact["parity"]["passed"] and output["top1_agreement"] >= 0.9 and output["top5_containment"] >= 0.98
+    details = artifact["details"]
+    assert details["calibration_inputs"] == 120 and details["judged_inputs"] == 30
+    assert set(details["speedups"]) == {"batch 1", "batch 7"} and details["tries"][-1]["passed"]
+    assert any("U8S8 and S8S8 timed against fp32" in why for why in details["choices"]), details["choices"]
+    assert details["golden"] == "golden.int8.npz" and (folder / "model.int8.onnx").is_file()
+    assert any(f["role"] == "golden" and f["file"] == "golden.int8.npz" for f in payload["files"])
+
+
+def test_minilm_dynamic_int8_that_misses_the_bar_fails_in_one_line(tmp_path: Path) -> None:
+    result = invoke("export", MINILM, "--onnx", "--int8", "--name", "minilm", "--out", tmp_path, "--json")
+    payload = json.loads(result.stdout)
+    assert result.exit_code == 1 and payload["failed"] == ["onnx_int8"], result.output[-2000:]
+    assert "embedding: cosine" in payload["error"] and "closest of 8 quantizations: dynamic" in payload["error"]
+    assert "\n" not in payload["error"] and not any(tmp_path.iterdir())
+
+
+def test_a_slower_int8_variant_is_not_written_without_keep_slower(
+    digits: tuple[Path, Path], exports: dict[str, tuple[Path, dict]], tmp_path: Path
+) -> None:
+    """Without --keep-slower the same export writes INT8 only if it measured faster at both batch sizes; if not,
+    the export still succeeds, says by how much it lost, and leaves no model.int8.onnx."""
+    checkpoint, samples = digits
+    result = invoke("export", checkpoint, *ARCH, "--onnx", "--int8", "--calibrate", samples, "--out", tmp_path)
+    assert result.exit_code == 0, result.output[-2000:]
+    manifest = Manifest.read(tmp_path / "digits")
+    if manifest.declined:
+        (declined,) = manifest.declined
+        assert "slower than fp32" in declined.reason and "--keep-slower" in declined.reason
+        assert declined.reason in result.output and not (tmp_path / "digits" / "model.int8.onnx").exists()
+    else:
+        assert all(ratio >= 1.0 for ratio in manifest.artifact("onnx_int8").details.speedups.values())
+
+
+def test_parity_rechecks_int8_on_its_held_back_inputs(exports: dict[str, tuple[Path, dict]]) -> None:
+    folder, _ = exports["digits"]
+    golden = invoke("parity", folder, "--against", "golden", "--artifact", "onnx_int8", "--json")
+    eager = invoke("parity", folder, *ARCH, "--artifact", "onnx_int8", "--json")
+    for result in (golden, eager):
+        assert result.exit_code == 0, result.output[-2000:]
+        report = json.loads(result.stdout)
+        assert report["passed"] and report["reports"][0]["candidate"] == "onnx_int8"
+        assert all(row["label"].startswith("held-back set") for row in report["reports"][0]["per_batch"])
+
+
+def test_the_stock_onnxruntime_runs_int8_within_the_gate(exports: dict[str, tuple[Path, dict]]) -> None:
+    target = runtime_target()
+    python = stock_python("onnxruntime", target.onnxruntime)
+    for folder, _ in exports.values():
+        path = folder / "model.int8.onnx"
+        inputs, _ = load_golden(folder / "golden.int8.npz")
+        session = make_session(path)
+        names = [i.name for i in session.get_inputs()]
+        for batch in inputs[:2]:
+            arrays = [batch[n] for n in names]
+            stock = run_stock(python, "onnxruntime", path, arrays)
+            ours = session.run(None, dict(zip(names, arrays, strict=True)))
+            for a, b in zip(stock, ours, strict=True):
+                assert a.shape == b.shape and a.dtype == b.dtype
+                np.testing.assert_allclose(a, b, atol=5e-2, rtol=5e-2)
+                assert (a.argmax(axis=1) == b.argmax(axis=1)).all()
+
+
+def test_published_int8_is_served_behind_the_pipeline(
+    exports: dict[str, tuple[Path, dict]], digits: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from modelship.serve.server import TritonServer
+
+    repo = tmp_path / "repo"
+    folder, _ = exports["digits"]
+    published = invoke("publish", folder, "--repo", repo, "--json")
+    assert published.exit_code == 0, published.output
+    assert (repo / "digits_onnx_int8" / "config.pbtxt").is_file()
+    ensemble = (repo / "digits_pipeline" / "config.pbtxt").read_text()
+    assert 'model_name: "digits_onnx_int8"' in ensemble, ensemble
+    samples = sorted(digits[1].iterdir())[:4]
+    with TritonServer(repo) as server:
+        shown = invoke("infer", *samples, "--model", "digits_pipeline", "--url", server.grpc_url, "--json")
+        served = invoke("parity", folder, *ARCH, "--artifact", "onnx_int8", "--served", server.grpc_url, "--json")
+    assert shown.exit_code == 0, shown.output
+    truth = [p.stem.split("_", 1)[1] for p in samples]
+    assert [r["top_k"][0]["label"] for r in json.loads(shown.stdout)["predictions"]] == truth
+    assert served.exit_code == 0, served.output[-2000:]
+    (report,) = [r for r in json.loads(served.stdout)["reports"] if r["candidate"].startswith("triton:")]
+    assert report["passed"] and report["per_batch"][0]["label"].startswith("held-back set"), report
