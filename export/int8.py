@@ -23,6 +23,7 @@ Tensors = dict[str, np.ndarray]
 WEIGHT_OPS = ("Conv", "MatMul", "Gemm")  # what carries the time, and what INT8 kernels speed up
 SPEED_SECONDS = 0.6  # timed per model and batch, after a warm-up run
 SPEED_MIN_RUNS = 3
+RANKING_SETS = 4  # input sets the node ranking runs on (its activations are held one set at a time)
 
 
 @dataclass(frozen=True)
@@ -197,12 +198,11 @@ def node_errors(fp32: Path, quantized: Path, sets: Sequence[Tensors], ops: Seque
                 wanted[node.name] = (inputs[0], node.output[0])
     graph_inputs = {i.name for i in model.graph.input}
     tensors = sorted({t for pair in wanted.values() for t in pair} - graph_inputs)
-    reference = _intermediates(fp32, tensors, sets)
-    candidate = _intermediates(quantized, tensors, sets)
+    nsr = _noise_to_signal(fp32, quantized, tensors, sets[:RANKING_SETS])
     errors = {}
     for name, (source, target) in wanted.items():
-        before = 0.0 if source in graph_inputs else _nsr(reference.get(source), candidate.get(source))
-        after = _nsr(reference.get(target), candidate.get(target))
+        before = 0.0 if source in graph_inputs else nsr.get(source, float("nan"))
+        after = nsr.get(target, float("nan"))
         if np.isfinite(after):
             errors[name] = max(after - (before if np.isfinite(before) else 0.0), 0.0)
     return errors
@@ -220,8 +220,30 @@ def quantized_nodes(fp32: onnx.ModelProto, quantized: onnx.ModelProto, ops: Sequ
     }
 
 
-def _intermediates(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, list[np.ndarray]]:
-    """`names` (tensors of the graph at `path`, those it has) exposed as outputs, computed on every set."""
+def _noise_to_signal(fp32: Path, quantized: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, float]:
+    """Noise power over signal power of each tensor in `names` (those both graphs have), the quantized graph's
+    against the fp32 graph's, summed over `sets` one set at a time (a model's every activation at once would not
+    fit in memory)."""
+    sessions = [_exposing(path, names) for path in (fp32, quantized)]
+    shared = sorted(set(sessions[0][1]) & set(sessions[1][1]))
+    noise = dict.fromkeys(shared, 0.0)
+    power = dict.fromkeys(shared, 0.0)
+    for inputs in sets:
+        reference, candidate = (
+            dict(zip(shared, _run(session, shared, inputs), strict=True)) for session, _ in sessions
+        )
+        for name in shared:
+            ref, cand = reference[name], candidate[name]
+            if ref.shape != cand.shape:
+                noise[name] = float("nan")
+                continue
+            noise[name] += float(np.sum(np.square(ref - cand, dtype=np.float64)))
+            power[name] += float(np.sum(np.square(ref, dtype=np.float64)))
+    return {name: noise[name] / max(power[name], 1e-30) for name in shared}
+
+
+def _exposing(path: Path, names: Sequence[str]) -> tuple[object, list[str]]:
+    """An ONNX Runtime session of the graph at `path` answering the tensors of `names` it has, and those names."""
     import onnxruntime as ort
 
     model = onnx.load(str(path))
@@ -231,25 +253,12 @@ def _intermediates(path: Path, names: Sequence[str], sets: Sequence[Tensors]) ->
     model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in exposed)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    taken = {i.name for i in session.get_inputs()}
-    found: dict[str, list[np.ndarray]] = {n: [] for n in exposed}
-    for inputs in sets:
-        for name, value in zip(
-            exposed, session.run(exposed, {k: v for k, v in inputs.items() if k in taken}), strict=True
-        ):
-            found[name].append(np.asarray(value, dtype=np.float64).ravel())
-    return found
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]), exposed
 
 
-def _nsr(reference: list[np.ndarray] | None, candidate: list[np.ndarray] | None) -> float:
-    """Noise power over signal power (0 when equal; nan when the tensor is missing on either side)."""
-    if not reference or not candidate:
-        return float("nan")
-    ref, cand = np.concatenate(reference), np.concatenate(candidate)
-    if ref.shape != cand.shape:
-        return float("nan")
-    return float(np.sum((ref - cand) ** 2) / max(float(np.sum(ref**2)), 1e-30))
+def _run(session: object, names: Sequence[str], inputs: Tensors) -> list[np.ndarray]:
+    taken = {i.name for i in session.get_inputs()}  # type: ignore[attr-defined]
+    return session.run(list(names), {k: v for k, v in inputs.items() if k in taken})  # type: ignore[attr-defined]
 
 
 def seconds_per_run(path: Path, inputs: Tensors) -> float:
