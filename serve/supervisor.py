@@ -91,6 +91,10 @@ class Supervisor:
             index = client.repository_index()
         names = {entry.name for entry in index}
         ready = {(entry.name, entry.version) for entry in index if entry.ready}
+        for key, suspect in list(self._suspects.items()):  # listed again: a poll that missed it (it never went)
+            suspect.stubs = [stub for stub in suspect.stubs if stub.pid not in alive]
+            if not suspect.stubs:
+                del self._suspects[key]
         before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
         now = Counter((stub.model(names), stub.version) for stub in alive.values())
         for stub in gone:
