@@ -41,6 +41,7 @@ from modelship.parity import OnnxRuntimeRunner, ParityReport, reference_results,
 
 INT8_TRIALS = 8  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
 MAX_FLOAT_SHARE = 0.5  # of the quantized nodes, at most this share is kept float
+CALIBRATION_VALUES = 64 * 3 * 224 * 224  # input values calibrated on at most: 64 ImageNet-sized images
 STEP = "quantize onnx_int8"
 Tensors = dict[str, np.ndarray]
 
@@ -82,16 +83,22 @@ def held_back(build: Build) -> tuple[CalibrationSplit | None, Verification]:
 def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
     """The INT8 variant of the fp32 graph at `fp32` written to `out` (see the module doc)."""
     split, verification = held_back(build)
+    why: list[str] = []
     tolerance = build.spec.tolerance("int8")
     model = onnx.load(str(fp32))
     name_nodes(model)
     named = out.with_name("int8-source.onnx")
     onnx.save(model, str(named))
     prepared = prepare(named, out.with_name("int8-prepared.onnx"))
-    calibration = split.calibration if split is not None else []
+    calibration = _within_budget(split.calibration) if split is not None else []
+    if split is not None and len(calibration) < len(split.calibration):
+        why.append(
+            f"calibrated on the first {_rows(calibration)} of {split.calibration_count} calibration inputs: ONNX "
+            f"Runtime's calibrators hold every activation of every input at once ({CALIBRATION_VALUES:,} input "
+            "values at most)"
+        )
     ranking_sets = calibration or build.verification.random_sets
     tries: list[Int8Try] = []
-    why: list[str] = []
     last: list[Int8Recipe] = []  # the recipe whose graph is in `out` now
 
     def attempt(recipe: Int8Recipe) -> tuple[Quantized, ParityReport]:
@@ -231,6 +238,19 @@ def _speedups(fp32: Path, int8: Path, inputs: dict[int, Tensors]) -> dict[str, f
 def _db(share: float) -> str:
     """Noise added, as a share of the signal's power, in dB."""
     return f"noise at {10 * np.log10(share):.0f} dB" if share > 0 else "no noise"
+
+
+def _within_budget(sets: Sequence[Tensors]) -> list[Tensors]:
+    """The calibration sets, in order, while their input values stay within CALIBRATION_VALUES (at least one):
+    a segmenter's full-size photos kept every activation of 160 of them and were killed at 24 GB."""
+    chosen: list[Tensors] = []
+    total = 0
+    for inputs in sets:
+        total += sum(array.size for array in inputs.values())
+        if chosen and total > CALIBRATION_VALUES:
+            break
+        chosen.append(inputs)
+    return chosen
 
 
 def _try(recipe: Int8Recipe, report: ParityReport) -> Int8Try:

@@ -140,3 +140,14 @@ def test_published_int8_is_served_behind_the_pipeline(
     assert served.exit_code == 0, served.output[-2000:]
     (report,) = [r for r in json.loads(served.stdout)["reports"] if r["candidate"].startswith("triton:")]
     assert report["passed"] and report["per_batch"][0]["label"].startswith("held-back set"), report
+
+
+def test_calibration_stays_within_what_the_calibrators_can_hold() -> None:
+    """ONNX Runtime's calibrators keep every activation of every input: a segmenter's 160 full-size photos were
+    killed at 24 GB. Sets are taken in order while their input values fit, and always at least one."""
+    from modelship.export.int8_strategy import CALIBRATION_VALUES, _within_budget
+
+    image = np.zeros((8, 3, 224, 224), np.float32)
+    assert len(_within_budget([{"image": image}] * 20)) == CALIBRATION_VALUES // image.size == 8
+    huge = np.zeros((1, 3, 4000, 4000), np.float32)
+    assert len(_within_budget([{"image": huge}] * 3)) == 1
