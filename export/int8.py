@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from modelship.contract.errors import ExportError
+
 Tensors = dict[str, np.ndarray]
 WEIGHT_OPS = ("Conv", "MatMul", "Gemm")  # what carries the time, and what INT8 kernels speed up
 SPEED_SECONDS = 0.6  # timed per model and batch, after a warm-up run
@@ -100,9 +102,17 @@ def prepare(fp32: Path, out: Path) -> Path:
 
 
 def quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:
-    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`)."""
-    with quiet():
-        return _quantize(fp32, out, recipe, calibration)
+    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`); an ExportError
+    naming the recipe when ONNX Runtime's quantizer fails on it."""
+    try:
+        with quiet():
+            return _quantize(fp32, out, recipe, calibration)
+    except (ValueError, RuntimeError, KeyError, IndexError) as exc:  # the quantizer's own failures, one line
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ExportError(
+            f"ONNX Runtime's quantizer failed on this graph with {recipe.describe()}: {reason}",
+            hint="export without --int8, or report the model: its graph needs a recipe modelship does not try",
+        ) from None
 
 
 def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:

@@ -127,7 +127,8 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
         if judged[-1][1].passed:
             break
     quantized, report = min(judged, key=lambda pair: _try(pair[0].recipe, pair[1]).closeness())
-    if not report.passed and quantized.recipe.mode == "static":
+    if not report.passed and quantized.recipe.mode == "static" and len({_shapes(c) for c in calibration}) == 1:
+        # histograms need one shape: ONNX Runtime's collector stacks them (images of their own sizes do not)
         quantized, report = attempt(replace(quantized.recipe, method="percentile"))
         if report.passed:
             why.append("percentile calibration (99.999%): minmax ranges left the verdict failing")
@@ -238,6 +239,10 @@ def _speedups(fp32: Path, int8: Path, inputs: dict[int, Tensors]) -> dict[str, f
 def _db(share: float) -> str:
     """Noise added, as a share of the signal's power, in dB."""
     return f"noise at {10 * np.log10(share):.0f} dB" if share > 0 else "no noise"
+
+
+def _shapes(inputs: Tensors) -> tuple[tuple[int, ...], ...]:
+    return tuple(array.shape[1:] for array in inputs.values())
 
 
 def _within_budget(sets: Sequence[Tensors]) -> list[Tensors]:
