@@ -65,6 +65,10 @@ def check_calibration(spec: ExportSpec, preprocess: PreprocessSpec | None, token
             "held back to judge the INT8 model); a text model quantizes without any",
         )
     image_files(calibrate)
+    _refuse_without_spec(preprocess)
+
+
+def _refuse_without_spec(preprocess: PreprocessSpec | None) -> None:
     if preprocess is None:
         raise UsageError(
             "--calibrate: this export has no preprocessing spec to run the images through",
@@ -74,11 +78,8 @@ def check_calibration(spec: ExportSpec, preprocess: PreprocessSpec | None, token
 
 def image_split(folder: Path, spec: PreprocessSpec | None, io: IOSpec) -> CalibrationSplit:
     """The images under `folder` through `spec`, split; a UsageError naming what to give when they will not do."""
-    if spec is None:
-        raise UsageError(
-            "--calibrate: this export has no preprocessing spec to run the images through",
-            hint="export from a checkpoint whose metadata holds 'preprocess' (or a registry architecture)",
-        )
+    _refuse_without_spec(spec)
+    assert spec is not None
     paths = image_files(folder)
     from modelship.preprocess import preprocess_images
 

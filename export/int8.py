@@ -13,7 +13,7 @@ import logging
 import statistics
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -57,12 +57,10 @@ class Int8Recipe:
 
 @dataclass
 class Quantized:
-    """A quantized graph written to `path`, its recipe and how many nodes it quantized."""
+    """A quantized graph written to `path`, and its recipe."""
 
     path: Path
     recipe: Int8Recipe
-    quantized_nodes: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 class _Reader:
@@ -161,24 +159,7 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
                 "WeightSymmetric": True,
             },
         )
-    model = onnx.load(str(out), load_external_data=False)
-    quantized = sum(n.op_type in ("DequantizeLinear", "DynamicQuantizeLinear") for n in model.graph.node)
-    return Quantized(out, recipe, quantized)
-
-
-def depthwise_convs(model: onnx.ModelProto) -> list[str]:
-    """The names of the depthwise convolutions (group == input channels > 1): INT8 kernels gain little on them and
-    per-channel ranges of 3x3 single-channel filters are coarse."""
-    weights = {init.name: init.dims for init in model.graph.initializer}
-    found = []
-    for node in model.graph.node:
-        if node.op_type != "Conv" or len(node.input) < 2 or node.input[1] not in weights:
-            continue
-        group = next((a.i for a in node.attribute if a.name == "group"), 1)
-        dims = weights[node.input[1]]
-        if group > 1 and len(dims) == 4 and dims[1] == 1:
-            found.append(node.name)
-    return found
+    return Quantized(out, recipe)
 
 
 def name_nodes(model: onnx.ModelProto) -> None:
