@@ -26,6 +26,11 @@ WEIGHT_OPS = ("Conv", "MatMul", "Gemm")  # what carries the time, and what INT8 
 SPEED_SECONDS = 0.6  # timed per model and batch, after a warm-up run
 SPEED_MIN_RUNS = 3
 RANKING_SETS = 4  # input sets the node ranking runs on (its activations are held one set at a time)
+SATURATION = (
+    "weights in 7 bits: an x86 CPU without VNNI (AVX2) sums pairs of uint8 x int8 products in 16 bits and saturates "
+    "on full-range weights (ONNX Runtime's documented caveat), and the variant must answer right on whichever CPU "
+    "serves it"
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,8 @@ class Int8Recipe:
     """How to quantize: `mode` static (activations calibrated) or dynamic (weights only, activations quantized per
     batch at run time); `activations` uint8 or int8 (U8S8 is the fast path of x86 VNNI kernels, S8S8 ONNX Runtime's
     documented default); `per_channel` weight scales; `method` the calibration (minmax, entropy, percentile);
-    `ops` the op types quantized; `excluded` nodes kept float."""
+    `ops` the op types quantized; `excluded` nodes kept float; `reduce_range` weights in 7 bits (see
+    SATURATION)."""
 
     mode: str = "static"
     activations: str = "uint8"
@@ -41,6 +47,7 @@ class Int8Recipe:
     method: str = "minmax"
     ops: tuple[str, ...] = WEIGHT_OPS
     excluded: tuple[str, ...] = ()
+    reduce_range: bool = True
 
     def describe(self) -> str:
         if self.mode == "dynamic":
@@ -48,7 +55,7 @@ class Int8Recipe:
         else:
             acts = "U8S8" if self.activations == "uint8" else "S8S8"
             text = f"static QDQ {acts}, {'per-channel' if self.per_channel else 'per-tensor'}, {self.method}"
-        text += f", {'/'.join(self.ops)}"
+        text += f", {'7-bit weights, ' if self.reduce_range else ''}{'/'.join(self.ops)}"
         return text + (f", {len(self.excluded)} nodes float" if self.excluded else "")
 
     def excluding(self, nodes: Sequence[str]) -> Int8Recipe:
@@ -129,6 +136,7 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             out,
             op_types_to_quantize=[op for op in recipe.ops if op != "Conv"],
             per_channel=recipe.per_channel,
+            reduce_range=recipe.reduce_range,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
             extra_options={"MatMulConstBOnly": True},
@@ -147,6 +155,7 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=list(recipe.ops),
             per_channel=recipe.per_channel,
+            reduce_range=recipe.reduce_range,
             activation_type=activations,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
@@ -160,6 +169,16 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             },
         )
     return Quantized(out, recipe)
+
+
+def cpu_has_vnni() -> bool:
+    """Whether this CPU multiplies uint8 by int8 with 32-bit sums (AVX-512 VNNI or AVX-VNNI): without it, full-range
+    int8 weights saturate (SATURATION)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def name_nodes(model: onnx.ModelProto) -> None:

@@ -34,6 +34,7 @@ from modelship.contract.errors import ExportError, ParityError, os_failure
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact, Declined, ExportFile, Manifest, Source, StepTiming, sha256_file
 from modelship.contract.opsets import resolve_opset, runtime_target
+from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
 from modelship.contract.text import TokenizerSource
@@ -145,8 +146,8 @@ def run_export(
                     + (f" - {explained[name].lines()[0]}" if name in explained else "")
                     for name in failed
                 ),
-                hint="see the parity table; loosen with --atol/--rtol, --fp16-atol/--fp16-rtol or a --tolerances "
-                "file only if the difference is acceptable",
+                hint=f"see the parity table; loosen with {_loosening(failing)} or a --tolerances file only if the "
+                "difference is acceptable",
                 details={
                     "artifacts": {name: r.to_dict() for name, r in reports.items()},
                     "failed": failed,
@@ -257,6 +258,12 @@ class _Made:
     declined: list[Declined]
     files: list[str]
     judged: dict[str, Verification]
+
+
+def _loosening(failing: list[tuple[BuiltArtifact, ParityReport, Verification]]) -> str:
+    """The tolerance flags of the failing artifacts' precisions (--atol/--rtol, --int8-atol/--int8-rtol, ...)."""
+    flags = dict.fromkeys(PRECISIONS[artifact.precision].tolerance_flag for artifact, _, _ in failing)
+    return ", ".join(f"{flag}atol/{flag}rtol" for flag in flags)
 
 
 def _build_artifacts(build: Build) -> _Made:
