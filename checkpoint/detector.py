@@ -40,6 +40,7 @@ __all__ = [
     "is_two_stage",
     "max_detections",
     "recording_pool",
+    "recording_scales",
     "score_threshold",
     "uses_detector",
 ]
@@ -167,37 +168,48 @@ def recording_pool(model: DetectorTensors) -> Iterator[Callable[[int], Candidate
     run's `count` images (`candidate_pool`)."""
     from torchvision.ops import boxes
 
-    detector = model.detector
     calls: list[tuple[Tensor, Tensor, Tensor, float]] = []
-    sizes: list[tuple[list, list]] = []
     trick = boxes._batched_nms_coordinate_trick
-    postprocess = detector.transform.postprocess
 
     def recording_nms(found: Tensor, scores: Tensor, idxs: Tensor, iou_threshold: float) -> Tensor:
         calls.append((found, scores, idxs, iou_threshold))
         return trick(found, scores, idxs, iou_threshold)
 
+    with _patched(boxes, "_batched_nms_coordinate_trick", recording_nms), recording_scales(model) as scales:
+
+        def pool(count: int) -> CandidatePool:
+            final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
+            return CandidatePool(
+                boxes=[f.float().numpy() * np.tile(s, 2) for (f, *_), s in zip(final, scales(), strict=True)],
+                scores=[c[1].float().numpy() for c in final],
+                labels=[c[2].numpy() for c in final],
+                iou_threshold=float(final[0][3]) if final else 0.0,
+            )
+
+        yield pool
+
+
+@contextmanager
+def recording_scales(model: DetectorTensors) -> Iterator[Callable[[], list[np.ndarray]]]:
+    """Record the sizes the detector resized its last run's images to; yields the function giving, per image, the
+    (x, y) factors from those pixels back to the input image's."""
+    detector = model.detector
+    sizes: list[tuple[list, list]] = []
+    postprocess = detector.transform.postprocess
+
     def recording_postprocess(result: Any, image_shapes: list, original_sizes: list) -> Any:
         sizes.append((list(image_shapes), list(original_sizes)))
         return postprocess(result, image_shapes, original_sizes)
 
-    def pool(count: int) -> CandidatePool:
+    def scales() -> list[np.ndarray]:
         resized, original = sizes[-1]
-        final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
-        scale = [np.array([w / rw, h / rh, w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
-        return CandidatePool(
-            boxes=[f.float().numpy() * s for (f, *_), s in zip(final, scale, strict=True)],
-            scores=[c[1].float().numpy() for c in final],
-            labels=[c[2].numpy() for c in final],
-            iou_threshold=float(final[0][3]) if final else 0.0,
-        )
+        return [np.array([w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
 
-    with _patched(boxes, "_batched_nms_coordinate_trick", recording_nms):
-        detector.transform.postprocess = recording_postprocess
-        try:
-            yield pool
-        finally:
-            del detector.transform.postprocess
+    detector.transform.postprocess = recording_postprocess
+    try:
+        yield scales
+    finally:
+        del detector.transform.postprocess
 
 
 @contextmanager

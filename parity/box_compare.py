@@ -11,6 +11,7 @@ import numpy as np
 
 from modelship.contract.box_result import DETECTION_OUTPUTS, BoxMetrics
 from modelship.contract.candidate_pool import CandidatePool
+from modelship.contract.keypoint_peaks import KeypointPeaks
 from modelship.parity.compare import CompareFunction, register_compare
 from modelship.parity.tolerance import Tolerance
 
@@ -91,7 +92,7 @@ def compare_detections(
             i, j = (np.array(side) for side in zip(*pairs, strict=True))
             result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
             result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
-            _compare_extras(result, reference, candidate, image, (i, j), tolerance.score_atol or 0.0)
+            _compare_extras(result, reference, candidate, image, (i, j), ties.bar, tolerance.score_atol or 0.0)
         result.matched += len(pairs)
         result.tie_flips += ties.flipped
         full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
@@ -179,10 +180,11 @@ def _compare_extras(
     candidate: Mapping[str, np.ndarray],
     image: int,
     rows: tuple[np.ndarray, np.ndarray],
+    bar: float,
     window: float,
 ) -> None:
-    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. Mask ties are no
-    disagreement (`mask_iou`)."""
+    """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. Mask and keypoint ties are
+    no disagreement (`mask_iou`, `_keypoint_ties`)."""
     ref_rows, cand_rows = rows
     if "masks" in reference:
         ref_prob = np.asarray(reference["masks"])[image, ref_rows].astype(np.float64)
@@ -192,10 +194,36 @@ def _compare_extras(
         worst = min((mask_iou(a, b, window, box) for a, b, box in pairs), default=1.0)
         result.mask_iou = worst if result.mask_iou is None else min(result.mask_iou, worst)
     if "keypoints" in reference:
-        ref_points = np.asarray(reference["keypoints"], dtype=np.float64)[image, ref_rows, :, :2]
-        cand_points = np.asarray(candidate["keypoints"], dtype=np.float64)[image, cand_rows, :, :2]
-        moved = float(np.abs(ref_points - cand_points).max())
+        sides = (reference, candidate)
+        points = [
+            np.asarray(side["keypoints"], np.float64)[image, r, :, :2] for side, r in zip(sides, rows, strict=True)
+        ]
+        moves = np.abs(points[0] - points[1]).max(axis=-1, initial=0.0)
+        peaks = KeypointPeaks.from_outputs(reference)
+        if peaks is not None and (moves > bar).any() and "keypoints_scores" in candidate:
+            scores = [
+                np.asarray(side["keypoints_scores"], np.float64)[image, r] for side, r in zip(sides, rows, strict=True)
+            ]
+            result.keypoint_ties += _keypoint_ties(moves, points[1], scores, peaks.image(image, ref_rows), bar, window)
+        moved = float(moves.max(initial=0.0))
         result.keypoint_diff = moved if result.keypoint_diff is None else max(result.keypoint_diff, moved)
+
+
+def _keypoint_ties(
+    moves: np.ndarray, moved_to: np.ndarray, scores: list[np.ndarray], peaks: KeypointPeaks, bar: float, window: float
+) -> int:
+    """Zero the `moves` [matched, K] past `bar` that are ties (`contract.keypoint_peaks`: onto a runner-up of the
+    reference's heatmap scoring within the measured error, or on a grid tie) and count them. The measured error is
+    the largest keypoint score difference of the keypoints that stayed in place, doubled, at least
+    SCORE_RESOLUTION and at most `window`."""
+    measured = float(np.abs(scores[0] - scores[1])[moves <= bar].max(initial=0.0))
+    error = min(max(2 * measured, SCORE_RESOLUTION), window)
+    tied = 0
+    for row, keypoint in zip(*np.nonzero(moves > bar), strict=True):
+        if peaks.tied(int(row), int(keypoint), moved_to[row, keypoint], bar, error):
+            moves[row, keypoint] = 0.0
+            tied += 1
+    return tied
 
 
 def mask_iou(reference: np.ndarray, candidate: np.ndarray, window: float, box: np.ndarray) -> float:
@@ -306,6 +334,7 @@ def aggregate_detections(per_set: Sequence[BoxMetrics], tolerance: Tolerance) ->
         sorted((s for r in per_set for s in r.unmatched_scores), reverse=True),
         _worst([r.mask_iou for r in per_set], min),
         _worst([r.keypoint_diff for r in per_set], max),
+        keypoint_ties=sum(r.keypoint_ties for r in per_set),
     )
     return _judged(pooled, tolerance)
 

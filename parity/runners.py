@@ -64,15 +64,22 @@ class TorchRunner(BaseRunner):
 
 class DetectorReference(TorchRunner):
     """An eager detector (a `DetectorTensors`) as the reference: its outputs, plus the pool of boxes it could have
-    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves. A
-    one-stage detector's pool is recorded during the run itself; an R-CNN's takes a run of its own."""
+    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves, and a
+    Keypoint R-CNN's heatmap peaks (`contract.keypoint_peaks`). A one-stage detector's pool is recorded during the
+    run itself; an R-CNN's takes a run of its own."""
 
     def run(self, inputs: Tensors) -> Tensors:
         import torch
 
         from modelship.checkpoint.detector import candidate_pool, is_two_stage, recording_pool
+        from modelship.checkpoint.keypoint_peaks import has_keypoints, recording_keypoint_peaks
 
         image = torch.from_numpy(np.ascontiguousarray(_take(inputs, self.io.inputs[0].name, self.name)))
+        if is_two_stage(self.module) and has_keypoints(self.module):
+            with recording_keypoint_peaks(self.module) as peaks:
+                outputs = super().run(inputs)
+            rows = outputs["keypoints"].shape[1]
+            return outputs | peaks().to_outputs(rows) | candidate_pool(self.module, image).to_outputs()
         if is_two_stage(self.module):
             return super().run(inputs) | candidate_pool(self.module, image).to_outputs()
         with recording_pool(self.module) as pool:

@@ -6,7 +6,8 @@ label, IoU at least MATCH_IOU, the best-overlapping pairs first. Matched boxes a
 (the model's score threshold, or the lowest score kept when the image's list is full), where NMS ties and the
 threshold legitimately flip boxes, and counted against the verdict otherwise. A box that differs only because a tie
 was resolved the other way (`parity.box_compare.Ties`) is a tie flip: counted and shown, not a failure. Matched boxes'
-masks (Mask R-CNN) are compared by IoU, their keypoints (Keypoint R-CNN) in pixels. Padded rows are never compared.
+masks (Mask R-CNN) are compared by IoU, their keypoints (Keypoint R-CNN) in pixels, a keypoint moved by a heatmap
+tie counted apart (`keypoint_ties`). Padded rows are never compared.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class BoxMetrics:
     unmatched_scores: list[float] = field(default_factory=list)  # the others' scores, highest first
     mask_iou: float | None = None  # Mask R-CNN: the lowest IoU of matched boxes' masks (binarised at 0.5)
     keypoint_diff: float | None = None  # Keypoint R-CNN: how far (pixels) a matched box's keypoint moves at most
+    keypoint_ties: int = 0  # keypoints that moved only because a heatmap tie was resolved the other way
     passed: bool = True
     failures: list[str] = field(default_factory=list)
     kind: ClassVar[str] = "boxes"
@@ -49,8 +51,11 @@ class BoxMetrics:
             "max score diff": f"{self.max_score_diff:.1e}",
             "unmatched": f"{self.unmatched} (+{self.tolerated} at the edge, +{self.tie_flips} tie flips)",
             **({"mask IoU": f"{self.mask_iou:.4f}"} if self.mask_iou is not None else {}),
-            **({"keypoints": f"{self.keypoint_diff:.2g} px"} if self.keypoint_diff is not None else {}),
+            **({"keypoints": self._keypoints()} if self.keypoint_diff is not None else {}),
         }
+
+    def _keypoints(self) -> str:
+        return f"{self.keypoint_diff:.2g} px" + (f" (+{self.keypoint_ties} ties)" if self.keypoint_ties else "")
 
     def summary(self) -> str:
         return (
