@@ -9,6 +9,7 @@ and their order is arbitrary, so there would be nothing to compare."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -47,13 +48,18 @@ def detector_checkpoint(folder: Path, arch: str) -> Path:
     return path
 
 
-@pytest.fixture(scope="module", params=list(FAST))
-def exported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    root = tmp_path_factory.mktemp("detection")
-    checkpoint = detector_checkpoint(root, request.param)
-    result = offline(*EXPORT_MODEL, checkpoint, "--out", root / "exports", *FAST[request.param], "--json", cwd=root)
+def export_detector(root: Path, arch: str) -> tuple[Path, dict]:
+    """`export-model CHECKPOINT` with FAST's flags, offline: the export folder (its checkpoint two levels up, as
+    `detector_checkpoint` names it) and the JSON answer."""
+    checkpoint = detector_checkpoint(root, arch)
+    result = offline(*EXPORT_MODEL, checkpoint, "--out", root / "exports", *FAST[arch], "--json", cwd=root)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return root / "exports" / request.param, json.loads(result.stdout)
+    return root / "exports" / arch, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module", params=list(FAST))
+def exported(request: pytest.FixtureRequest, detector_exports: Callable[[str], tuple[Path, dict]]) -> tuple[Path, dict]:
+    return detector_exports(request.param)
 
 
 def test_a_plain_state_dict_exports_offline_behind_one_tensor_interface(exported: tuple[Path, dict]) -> None:

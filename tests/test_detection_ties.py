@@ -8,6 +8,7 @@ module's own output on the same call, and not what runs on NMS's selection."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import replace
 from pathlib import Path
@@ -26,7 +27,7 @@ from modelship.contract.manifest import Manifest
 from modelship.parity import Tolerance, TorchRunner, compare_function, compare_runners, reference_runner
 from modelship.parity.localize import localize_onnx
 from modelship.parity.tolerance import ToleranceConfig
-from tests.test_detection import CLASSES, RPN_ALL, _padded, detector_checkpoint
+from tests.test_detection import CLASSES, RPN_ALL, _padded
 
 TOLERANCE = Tolerance(atol=0, rtol=0, box_atol=2.0, score_atol=5e-3, score_margin=0.01, score_edge=0.05)
 A, B = [10.0, 10.0, 60.0, 60.0], [14.0, 12.0, 66.0, 62.0]  # IoU 0.75: NMS (0.5) keeps one of them
@@ -160,19 +161,16 @@ def test_eager_against_itself_passes_and_real_drifts_fail(ssdlite: DetectorTenso
 
 
 @pytest.mark.parametrize("arch", ["fasterrcnn_mobilenet_v3_large_320_fpn"])
-def test_localisation_compares_the_same_call_and_not_what_nms_selected(arch: str, tmp_path: Path) -> None:
+def test_localisation_compares_the_same_call_and_not_what_nms_selected(
+    arch: str, detector_exports: Callable[[str], tuple[Path, dict]]
+) -> None:
     """An FPN's RPN head runs once per level: its scope's last graph tensor is the last level's box offsets, which
     was compared with the first level's logits (cosine 0.07 on a faithful fp32 graph). A faithful graph has no
     divergence, and the modules run on NMS's selection are named as not compared."""
-    from tests.test_segmentation import EXPORT_MODEL, offline
-
-    checkpoint = detector_checkpoint(tmp_path, arch)
-    args = ("--arch", arch, "--arch-kwargs", RPN_ALL, "--onnx", "--out", tmp_path / "exports")
-    result = offline(*EXPORT_MODEL, checkpoint, *args, cwd=tmp_path)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    folder = tmp_path / "exports" / arch
     import json
 
+    folder, _ = detector_exports(arch)  # exported with --arch-kwargs RPN_ALL
+    checkpoint = folder.parent.parent / f"{arch}.pt"
     loaded = load_model(LoadOptions(checkpoint, arch=arch, arch_kwargs=json.loads(RPN_ALL)))
     image = np.random.default_rng(0).random((1, 3, 224, 168), dtype=np.float32)
     found = localize_onnx(onnx.load(str(folder / "model.onnx")), loaded.model, Manifest.read(folder).io,

@@ -208,7 +208,9 @@ def test_trace_is_used_only_when_asked_and_checked_at_other_batches(tmp_path):
     assert art.details.method == "trace" and art.parity.batch_sizes == [1, 7]
 
 
-HEAVY = ["resnet50", "efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t"]
+# resnet50 is not here: the full parity zoo (tv_resnet50) and test_export_cli export it with --onnx --fp16, and its
+# TorchScript is resnet18's above; these are the ones whose scripting and fp16 differ.
+HEAVY = ["efficientnet_b0", "convnext_tiny", "vit_b_16", "swin_t"]
 
 
 @pytest.mark.heavy
