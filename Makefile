@@ -70,12 +70,12 @@ lint: setup
 
 ## make test: lint, unit + integration tests, then the fast parity zoo (what CI runs)
 test: setup lint
-	$(BIN)/python -m pytest tests -m "not heavy"
+	$(BIN)/python -m pytest tests -m "not heavy" --durations=15
 	$(BIN)/python -m pytest parity_tests
 
 ## make test-heavy: the large-model exports (ViT-B/16, Swin-T, ConvNeXt-T) and the full parity zoo
 test-heavy: setup
-	$(BIN)/python -m pytest tests -m heavy
+	$(BIN)/python -m pytest tests -m heavy --durations=15
 	$(BIN)/python -m pytest parity_tests --zoo full
 
 ## make compat: every published artifact in the runtimes of the stock Triton container, LibTorch included (the

@@ -143,11 +143,11 @@ ZOO: tuple[ZooEntry, ...] = (
         "convnext_tiny",
         "lightning",
         "checkpoint",
-        ("--onnx",),
+        ONNX_FP16,
         zoo="full",
     ),
     ZooEntry("tv_vit_b_16", _torchvision("vit_b_16"), "vit_b_16", "bare", "sidecar", ONNX_FP16, zoo="full"),
-    ZooEntry("tv_swin_t", _torchvision("swin_t"), "swin_t", "training", "flag", ("--onnx",), zoo="full"),
+    ZooEntry("tv_swin_t", _torchvision("swin_t"), "swin_t", "training", "flag", ONNX_FP16, zoo="full"),
     ZooEntry(
         "timm_efficientnet_b0", _timm("efficientnet_b0"), "timm/efficientnet_b0", "bare", "flag", ONNX_FP16, zoo="full"
     ),

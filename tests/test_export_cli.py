@@ -64,13 +64,3 @@ def test_bad_flags_are_usage_errors(tmp_path, monkeypatch):
     assert result.exit_code == 2 and "--fp16" in json.loads(result.stdout)["error"]
     result = _run(["ckpt.pt", "--batch-sizes", "1,x"])
     assert result.exit_code == 2 and "comma-separated" in result.output
-
-
-@pytest.mark.heavy
-def test_plain_resnet50_state_dict_to_verified_onnx_pair(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    _checkpoint(tmp_path, "resnet50")
-    result = _run(["ckpt.pt", "--onnx", "--fp16"])
-    assert result.exit_code == 0, result.output
-    assert "onnx_fp16" in result.stdout and "PASS" in result.stdout
-    _assert_onnx_pair(tmp_path / "exports" / "ckpt", "resnet50")
