@@ -80,9 +80,3 @@ def test_a_wrong_curl_output_name_fails_the_demo(demo: tuple[Path, dict]) -> Non
     wrong = next(label for label in LABELS if label != summary["curl"]["label"])
     with pytest.raises(DemoError, match=f"classified .* as '{summary['curl']['label']}', it is a '{wrong}'"):
         curl_answer(summary["curl"]["answer"], "output", image, wrong)
-
-
-@pytest.mark.heavy
-def test_make_demo_with_50_samples(tmp_path: Path) -> None:
-    """More held-out digits than the served models' max_batch_size (16): every step splits them into requests."""
-    check_summary(run_demo(tmp_path, "--samples", "50"), tmp_path, samples=50)
