@@ -209,17 +209,21 @@ class AotiDetails(ArtifactDetails):
 @dataclass(frozen=True)
 class Int8Try:
     """One INT8 quantization tried: its recipe, whether it passed on the held-back inputs, and why not: the first
-    failures, on how many input sets, and the lowest cosine of an output (how close it came, when it has one)."""
+    failures, on how many input sets, the lowest top-1 agreement of a classifier's output and the lowest cosine of
+    an output (how close it came, when it has them)."""
 
     recipe: str
     passed: bool
     failures: list[str] = field(default_factory=list)
     failing_sets: int = 0
     cosine: float | None = None
+    top1_agreement: float | None = None
 
-    def closeness(self) -> tuple[bool, int, float]:
-        """Sorts the closest try first."""
-        return (not self.passed, self.failing_sets, -(self.cosine if self.cosine is not None else -1.0))
+    def closeness(self) -> tuple[bool, int, float, float]:
+        """Sorts the closest try first: passing, then fewest failing sets, then the answers a user sees (top-1
+        agreement), then the cosine."""
+        agreement = self.top1_agreement if self.top1_agreement is not None else 1.0
+        return (not self.passed, self.failing_sets, -agreement, -(self.cosine if self.cosine is not None else -1.0))
 
 
 @register_variant_details("onnx_int8")
