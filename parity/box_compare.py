@@ -78,6 +78,7 @@ def compare_detections(
         return missing_detections(name, reference, problem)
     ref, cand = ({k: np.asarray(outputs[k]) for k in DETECTION_OUTPUTS} for outputs in (reference, candidate))
     pool = CandidatePool.from_outputs(reference)
+    peaks = KeypointPeaks.from_outputs(reference)
     rows = ref["boxes"].shape[1]
     images = ref["boxes"].shape[0]
     result = BoxMetrics(name, images, 0, 0, 0, 0.0, 0.0, 0)
@@ -92,7 +93,8 @@ def compare_detections(
             i, j = (np.array(side) for side in zip(*pairs, strict=True))
             result.max_box_diff = max(result.max_box_diff, float(np.abs(r[0][i] - c[0][j]).max()))
             result.max_score_diff = max(result.max_score_diff, float(np.abs(r[1][i] - c[1][j]).max()))
-            _compare_extras(result, reference, candidate, image, (i, j), ties.bar, tolerance.score_atol or 0.0)
+            ties_at = (peaks, ties.bar, tolerance.score_atol or 0.0)
+            _compare_extras(result, reference, candidate, image, (i, j), ties_at)
         result.matched += len(pairs)
         result.tie_flips += ties.flipped
         full = [float(side[1].min()) for side in (r, c) if len(side[1]) == rows]  # a full list's edge: its last
@@ -106,6 +108,12 @@ def compare_detections(
 
 
 Side = tuple[np.ndarray, np.ndarray, np.ndarray]  # one image's valid boxes, scores and labels
+
+
+def measured_error(largest: float, cap: float) -> float:
+    """The numeric error a tie may hide in: the largest difference measured where both sides agree, doubled (either
+    side may err), at least SCORE_RESOLUTION and at most `cap`."""
+    return min(max(2 * largest, SCORE_RESOLUTION), cap)
 
 
 class Ties:
@@ -136,7 +144,7 @@ class Ties:
         self.bar = tol.box_atol if tol.box_atol is not None else np.inf
         in_place = [(i, j) for i, j in pairs if np.abs(r[0][i] - c[0][j]).max() <= self.bar]
         measured = max((abs(r[1][i] - c[1][j]) for i, j in in_place), default=0.0)
-        self.window = min(max(2 * measured, SCORE_RESOLUTION), tol.score_atol if tol.score_atol is not None else 1.0)
+        self.window = measured_error(measured, tol.score_atol if tol.score_atol is not None else 1.0)
         moved = [p for p in pairs if p not in in_place]
         flipped = [(i, j) for i, j in moved if pool is not None and self.candidate_tie(j) and self.reference_tie(i)]
         self.pairs = [p for p in pairs if p not in flipped]
@@ -180,11 +188,12 @@ def _compare_extras(
     candidate: Mapping[str, np.ndarray],
     image: int,
     rows: tuple[np.ndarray, np.ndarray],
-    bar: float,
-    window: float,
+    ties_at: tuple[KeypointPeaks | None, float, float],
 ) -> None:
     """Matched boxes' masks by IoU and keypoints by pixels, worst case into `result`. Mask and keypoint ties are
-    no disagreement (`mask_iou`, `_keypoint_ties`)."""
+    no disagreement (`mask_iou`, `_keypoint_ties`); `ties_at`: the reference's keypoint peaks, the box bar and
+    the score window."""
+    peaks, bar, window = ties_at
     ref_rows, cand_rows = rows
     if "masks" in reference:
         ref_prob = np.asarray(reference["masks"])[image, ref_rows].astype(np.float64)
@@ -199,7 +208,6 @@ def _compare_extras(
             np.asarray(side["keypoints"], np.float64)[image, r, :, :2] for side, r in zip(sides, rows, strict=True)
         ]
         moves = np.abs(points[0] - points[1]).max(axis=-1, initial=0.0)
-        peaks = KeypointPeaks.from_outputs(reference)
         if peaks is not None and (moves > bar).any() and "keypoints_scores" in candidate:
             scores = [
                 np.asarray(side["keypoints_scores"], np.float64)[image, r] for side, r in zip(sides, rows, strict=True)
@@ -216,8 +224,7 @@ def _keypoint_ties(
     reference's heatmap scoring within the measured error, or on a grid tie) and count them. The measured error is
     the largest keypoint score difference of the keypoints that stayed in place, doubled, at least
     SCORE_RESOLUTION and at most `window`."""
-    measured = float(np.abs(scores[0] - scores[1])[moves <= bar].max(initial=0.0))
-    error = min(max(2 * measured, SCORE_RESOLUTION), window)
+    error = measured_error(float(np.abs(scores[0] - scores[1])[moves <= bar].max(initial=0.0)), window)
     tied = 0
     for row, keypoint in zip(*np.nonzero(moves > bar), strict=True):
         if peaks.tied(int(row), int(keypoint), moved_to[row, keypoint], bar, error):
