@@ -1,11 +1,12 @@
 """Hugging Face checkpoints as users save them: a `save_pretrained` folder (config.json + model.safetensors or
-pytorch_model.bin, the tokenizer beside them), a sentence-transformers folder (modules.json naming the transformer's
-folder, 1_Pooling/config.json, an optional Normalize module), or a weights file with its config.json beside it.
+pytorch_model.bin, the tokenizer or the image processor's preprocessor_config.json beside them), a
+sentence-transformers folder (modules.json naming the transformer's folder, 1_Pooling/config.json, an optional
+Normalize module), or a weights file with its config.json beside it.
 
 Reading one decides everything from its JSON files alone: the transformers class (config.json `architectures`, or
 `--arch transformers/CLASS`), the task it is exported for, the labels (`id2label`), the pooling of a sentence
-embedding and the tokenizer's settings (`TokenizerSpec`). A config that asks for custom code (`auto_map`,
-`trust_remote_code`) is refused: files never run code.
+embedding and the tokenizer's settings (`TokenizerSpec`), or for an image model the processor's file. A config that
+asks for custom code (`auto_map`, `trust_remote_code`) is refused: files never run code.
 """
 
 from __future__ import annotations
@@ -22,9 +23,26 @@ CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 ARCH_PREFIX = "transformers/"
 POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max"}
-# architecture class suffix -> the task its models are exported for
-HEAD_TASKS = {"ForSequenceClassification": "text-classification", "ForTokenClassification": "token-classification"}
+PROCESSOR_FILE = "preprocessor_config.json"
 EMBEDDING_TASK = "sentence-embedding"
+
+
+@dataclass(frozen=True)
+class Head:
+    """A transformers head modelship exports: the class-name suffix that names it, the task it is exported for and
+    what feeds it (`text`: a tokenizer; `image`: an image processor)."""
+
+    suffix: str
+    task: str
+    fed_by: str
+
+
+HEADS = (
+    Head("ForSequenceClassification", "text-classification", "text"),
+    Head("ForTokenClassification", "token-classification", "text"),
+    Head("ForImageClassification", "classification", "image"),
+    Head("ForSemanticSegmentation", "segmentation", "image"),
+)
 UNBOUNDED = 1_000_000  # transformers writes model_max_length = 1e30 when a tokenizer has no limit
 
 
@@ -51,6 +69,12 @@ class HFFolder:
     pooling: Pooling | None = None  # sentence embeddings only
     labels: list[str] | None = None
     arch_from_flag: bool = False  # the class came from --arch, not from config.json's architectures
+    processor: Path | None = None  # an image model's preprocessor_config.json
+
+    @property
+    def fed_by(self) -> str:
+        """ "image" for a model fed by an image processor, else "text"."""
+        return "image" if self.processor is not None else "text"
 
     @property
     def arch(self) -> str:
@@ -80,10 +104,22 @@ def read_hf_folder(path: Path, arch: str | None = None) -> HFFolder:
     weights = path if path.is_file() else _weights(root)
     architecture = _architecture(root, config, arch)
     pooling = _pooling(folder, modules) if modules else None
-    task = EMBEDDING_TASK if pooling else _head_task(root, architecture)
-    tokenizer = _tokenizer_file(root, folder)
-    spec = _tokenizer_spec(root, folder, config, tokenizer) if tokenizer else None
+    head = None if pooling else _head(root, architecture)
+    task = head.task if head else EMBEDDING_TASK
     labels = _labels(root, config) if task != EMBEDDING_TASK else None
+    if head is not None and head.fed_by == "image":
+        processor = _beside(root, folder, PROCESSOR_FILE)
+        if processor is None:
+            raise CheckpointError(
+                f"{root}: no {PROCESSOR_FILE} for {architecture}: modelship preprocesses images as its image "
+                "processor does",
+                hint="save the processor beside the model: AutoImageProcessor...save_pretrained(folder)",
+            )
+        _refuse_custom_code(root, _json(processor), processor.name)
+        flagged = arch is not None
+        return HFFolder(root, config, weights, architecture, task, None, None, None, labels, flagged, processor)
+    tokenizer = _beside(root, folder, TOKENIZER_FILE)
+    spec = _tokenizer_spec(root, folder, config, tokenizer) if tokenizer else None
     return HFFolder(root, config, weights, architecture, task, tokenizer, spec, pooling, labels, arch is not None)
 
 
@@ -124,14 +160,14 @@ def _sentence_modules(folder: Path) -> dict[str, str] | None:
     return roles
 
 
-def _refuse_custom_code(root: Path, config: dict[str, Any]) -> None:
-    for name, data in (
-        (CONFIG_FILE, config),
+def _refuse_custom_code(root: Path, config: dict[str, Any], name: str = CONFIG_FILE) -> None:
+    for file, data in (
+        (name, config),
         ("tokenizer_config.json", _json(root / "tokenizer_config.json", quiet=True)),
     ):
         if "auto_map" in data or data.get("trust_remote_code"):
             raise CheckpointError(
-                f"{root / name} asks for custom code ({'auto_map' if 'auto_map' in data else 'trust_remote_code'}); "
+                f"{root / file} asks for custom code ({'auto_map' if 'auto_map' in data else 'trust_remote_code'}); "
                 "modelship never runs code from a checkpoint",
                 hint="pass the model's class with --arch pkg.module:Factory, from code you installed yourself",
             )
@@ -174,15 +210,15 @@ def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
     return names[0]
 
 
-def _head_task(root: Path, architecture: str) -> str:
-    task = next((t for suffix, t in HEAD_TASKS.items() if architecture.endswith(suffix)), None)
-    if task is None:
+def _head(root: Path, architecture: str) -> Head:
+    head = next((h for h in HEADS if architecture.endswith(h.suffix)), None)
+    if head is None:
         raise CheckpointError(
-            f"{root}: {architecture} is not a model modelship exports yet (sequence or token classification, or a "
-            "sentence-transformers folder)",
+            f"{root}: {architecture} is not a model modelship exports yet (sequence, token or image classification, "
+            "semantic segmentation, or a sentence-transformers folder)",
             hint="a bare encoder exports as a sentence-transformers folder (modules.json, 1_Pooling/config.json)",
         )
-    return task
+    return head
 
 
 def _pooling(folder: Path, modules: dict[str, str]) -> Pooling:
@@ -198,10 +234,11 @@ def _pooling(folder: Path, modules: dict[str, str]) -> Pooling:
     return Pooling(modes[0], "normalize" in modules)
 
 
-def _tokenizer_file(root: Path, folder: Path) -> Path | None:
+def _beside(root: Path, folder: Path, name: str) -> Path | None:
+    """The file `name` in the model's folder, else in the folder given (a sentence-transformers folder's top)."""
     for place in (root, folder):
-        if (place / TOKENIZER_FILE).is_file():
-            return place / TOKENIZER_FILE
+        if (place / name).is_file():
+            return place / name
     return None
 
 

@@ -78,11 +78,11 @@ class LoadedModel:
     tokenizer: TokenizerSource | None = None  # a text model's tokenizer (Hugging Face folders)
 
     def serving_spec(self) -> PreprocessSpec | None:
-        """The spec to serve with: the checkpoint's own, else the one the architecture's config implies (timm's
-        pretrained_cfg, torchvision's weights), else None."""
-        from modelship.preprocess import spec_for_model
+        """The spec to serve with: the checkpoint's own, else the one its model family implies (timm's
+        pretrained_cfg, torchvision's weights, a Hugging Face folder's image processor), else None."""
+        from modelship.checkpoint.families import family_of
 
-        return self.preprocess or spec_for_model(self.model, self.arch)
+        return self.preprocess or family_of(self.arch).serving_spec(self.model, self.arch, Path(self.report.checkpoint))
 
 
 def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | None = None) -> LoadedModel:
@@ -123,7 +123,7 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     _tensor_stats(state_dict, report)
     _refuse_nonfinite(state_dict, report, path)
     if folder is not None:
-        return _load_text_model(folder, state_dict, key_map, options, report)
+        return _load_hf_model(folder, state_dict, key_map, options, report)
 
     checkpoint_meta, sidecar_meta = checkpoint_metadata(raw), read_sidecar(path)
     choice = _choose_arch(options, raw, checkpoint_meta, sidecar_meta, state_dict, key_map, progress)
@@ -177,7 +177,7 @@ def _hf_folder(options: LoadOptions, report: LoadReport) -> HFFolder | None:
     return read_hf_folder(options.checkpoint, options.arch)
 
 
-def _load_text_model(
+def _load_hf_model(
     folder: HFFolder,
     state_dict: dict[str, torch.Tensor],
     key_map: KeyMap,
@@ -185,19 +185,42 @@ def _load_text_model(
     report: LoadReport,
 ) -> LoadedModel:
     """A Hugging Face checkpoint: the transformers class its config.json names, built from the config, its weights
-    matched strictly, behind the text tensor interface (checkpoint.text_model)."""
-    from modelship.checkpoint.text_model import build_text_model, text_io, wrap_text_model
+    matched strictly, behind the tensor interface of what feeds it (checkpoint.text_model, checkpoint.hf_vision)."""
+    from modelship.checkpoint.hf_build import build_hf_model, transformers_renames
 
     report.arch, report.arch_source = folder.arch, "flag" if options.arch else "config.json"
     report.arch_detail = f"{folder.architecture} from {folder.root / 'config.json'}, exported for {folder.task}"
     report.notes.append(f"weights read from {folder.weights}")
-    model = build_text_model(folder)
+    model = build_hf_model(folder)
     own = set(model.state_dict())
     stale = [k for k in state_dict if k.endswith("position_ids") and strip_all_wrappers(k) not in own]
     if stale:  # a buffer older transformers saved and newer ones rebuild (known: embeddings.position_ids)
         state_dict = {k: v for k, v in state_dict.items() if k not in stale}
         report.notes.append(f"left out {', '.join(stale)}: a buffer this transformers version rebuilds itself")
+    renames = transformers_renames(model, [strip_all_wrappers(k) for k in state_dict])
+    if renames:
+        state_dict = {renames.get(strip_all_wrappers(k), k): v for k, v in state_dict.items()}
     _copy_weights(model, _align(state_dict, model, key_map, options, report, folder.weights))
+    if renames:
+        report.renamed = {**renames, **report.renamed}
+        first = next(iter(renames.items()))
+        report.notes.append(
+            f"{len(renames)} keys renamed as transformers renames them when it loads {folder.architecture} "
+            f"(e.g. {first[0]} -> {first[1]})"
+        )
+    metadata: dict[str, Any] = {"task": folder.task}
+    if folder.labels:
+        metadata["labels"], _ = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")
+    if folder.fed_by == "image":
+        from modelship.checkpoint.hf_vision import image_spec, wrap_image_model
+
+        image_spec(folder)  # refused now, not at export, when modelship cannot reproduce the processor
+        report.ok = True
+        report.notes.append(f"image model: pixel_values in, as {folder.processor.name} makes them; logits out")
+        wrapped = wrap_image_model(model, folder)
+        return LoadedModel(wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report)
+    from modelship.checkpoint.text_model import text_io, wrap_text_model
+
     wrapped = wrap_text_model(model, folder)
     report.ok = True
     report.notes.append(
@@ -205,9 +228,7 @@ def _load_text_model(
     )
     if folder.tokenizer is None:
         report.notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
-    metadata = {"io": text_io(folder, model).to_dict(), "task": folder.task}
-    if folder.labels:
-        metadata["labels"], _ = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")
+    metadata["io"] = text_io(folder, model).to_dict()
     tokenizer = TokenizerSource(folder.tokenizer, folder.tokenizer_spec) if folder.tokenizer_spec else None
     return LoadedModel(
         wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report, tokenizer=tokenizer

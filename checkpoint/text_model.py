@@ -13,52 +13,11 @@ import torch
 from torch import nn
 
 from modelship.checkpoint.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
-from modelship.contract.errors import ArchitectureError, CheckpointError
+from modelship.contract.errors import CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.preprocess.text import token_ids
 
 SEQUENCE = "sequence"
-NOT_CONFIG_FIELDS = ("architectures", "transformers_version", "model_type")  # config.json's, not the config class's
-
-
-def build_text_model(folder: HFFolder) -> nn.Module:
-    """The folder's transformers model with freshly initialised weights (eval mode), from its config alone: the
-    class's own config class filled from config.json, as `CLASS.from_pretrained` builds it."""
-    import transformers
-
-    transformers.logging.set_verbosity_error()  # its info lines (a loss it would use for training) are not ours
-    cls = getattr(transformers, folder.architecture, None)
-    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) and cls.config_class):
-        raise ArchitectureError(
-            f"{folder.architecture!r} is not a transformers model class (transformers {transformers.__version__})",
-            hint="check config.json 'architectures' or --arch transformers/CLASS",
-        )
-    if not folder.arch_from_flag:
-        _refuse_other_model_type(folder, cls.config_class)
-    fields = {k: v for k, v in folder.config.items() if k not in NOT_CONFIG_FIELDS}
-    try:
-        return cls(cls.config_class(**fields)).eval()
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ArchitectureError(
-            f"could not build {folder.architecture} from {folder.root / 'config.json'}: {exc}",
-            hint="check the config's model_type and sizes",
-        ) from None
-
-
-def _refuse_other_model_type(folder: HFFolder, own: type) -> None:
-    """An ArchitectureError when config.json's model_type names another family than its architectures' class:
-    transformers' Auto classes go by model_type (they would build another model from this folder, every weight
-    missing), the class itself only with a warning that this is not supported."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    model_type = folder.config.get("model_type")
-    if model_type is None or (model_type in CONFIG_MAPPING and CONFIG_MAPPING[model_type] is own):
-        return
-    raise ArchitectureError(
-        f"{folder.root / 'config.json'}: model_type {model_type!r} contradicts architectures: "
-        f"{folder.architecture} is a {own.model_type!r} model (transformers' Auto classes go by model_type)",
-        hint=f'set "model_type": "{own.model_type}", or pass --arch {folder.arch} to build that class anyway',
-    )
 
 
 def text_io(folder: HFFolder, model: nn.Module) -> IOSpec:

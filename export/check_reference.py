@@ -18,6 +18,7 @@ from modelship.parity.engine import judge_runner, reference_results
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.runner_protocol import Runner, Tensors
 from modelship.parity.text_sets import TEXTS
+from modelship.tasks import get_task
 
 AGAINST = ("checkpoint", "golden")
 
@@ -83,6 +84,7 @@ def build_reference(
     """The golden data, or the checkpoint rebuilt in eager PyTorch run on seeded sets (and, with images, on the
     image files through the training preprocessing)."""
     from modelship.parity import input_sets, load_golden, reference_runner
+    from modelship.parity.inputs import image_sizes
 
     if choice.against == "golden":
         if not manifest.golden:
@@ -92,7 +94,8 @@ def build_reference(
         return Reference(RunResults("golden", outputs, 0.0), inputs, labels)
     loaded, checkpoint = _rebuild(manifest, folder, choice.checkpoint, choice.arch)
     eager: Runner = reference_runner(loaded.model, manifest.io, name="eager")
-    sets = input_sets(manifest.io, choice.batch_sizes, seed=choice.seed)
+    sizes = image_sizes(manifest.io, manifest.preprocess)
+    sets = input_sets(manifest.io, choice.batch_sizes, seed=choice.seed, sizes=sizes)
     labels = [f"batch {b}" for b in choice.batch_sizes]
     images = None
     if serving is not None and choice.images is not None:
@@ -111,7 +114,8 @@ def build_reference(
             candidates=f"preprocess/ with {serving[1]}",
         )
         eager = training
-        for label, image_set in image_inputs.image_sets(files, serving[0], choice.images):
+        each_alone = get_task(manifest.task).pipeline_mask
+        for label, image_set in image_inputs.image_sets(files, serving[0], choice.images, each_alone=each_alone):
             sets.append(image_set)
             labels.append(label)
     if choice.texts is not None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.checkpoint.hf_folder import ARCH_PREFIX as HF_ARCH_PREFIX
+from modelship.checkpoint.families import family_of
 from modelship.contract.artifacts import default_formats as registered_defaults
 from modelship.contract.artifacts import format_title, formats_with
 from modelship.contract.errors import UsageError
@@ -51,7 +51,7 @@ def default_formats(arch: str | None, trace: bool) -> FormatChoice:
     model (a Hugging Face folder) unless --trace, since transformers models hold their config and do not script.
     `arch` None: not known yet (the checkpoint is not loaded)."""
     defaults = registered_defaults()
-    if arch is None or not arch.startswith(HF_ARCH_PREFIX) or trace:
+    if arch is None or family_of(arch).scripts or trace:
         return FormatChoice(defaults)
     return FormatChoice(tuple(f for f in defaults if f != UNSCRIPTABLE.format), (UNSCRIPTABLE,))
 

@@ -169,7 +169,8 @@ def emulate_fp16(proto: onnx.ModelProto, fp32_nodes: Iterable[str], fp32_ops: It
             users.setdefault(name, []).append(node)
     for init in graph.initializer:
         if init.data_type == TensorProto.FLOAT and any(computed_in_fp16(n) for n in users.get(init.name, [])):
-            rounded = numpy_helper.to_array(init).astype(np.float16).astype(np.float32)
+            with np.errstate(over="ignore"):  # a constant beyond fp16 (an attention mask's float32 min) becomes inf
+                rounded = numpy_helper.to_array(init).astype(np.float16).astype(np.float32)
             init.CopyFrom(numpy_helper.from_array(rounded, init.name))
     nodes: list[onnx.NodeProto] = []
     for graph_input in graph.input:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity.batching import batch_limit
 from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
+
+if TYPE_CHECKING:  # the families import torch; this module stays light (the served runner imports it)
+    from modelship.checkpoint.families import ReferenceTransform as TrainingTransform
 
 IMAGES = "images"  # the input-set key holding image file paths
 # Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
@@ -71,14 +74,6 @@ class ImagePipeline(BaseRunner):
 
     def close(self) -> None:
         self.runner.close()
-
-
-@dataclass(frozen=True)
-class TrainingTransform:
-    """The per-image torch transform a model was trained with (PIL RGB image -> tensor) and where it came from."""
-
-    transform: Callable[[Any], Any]
-    source: str
 
 
 def training_preprocess(transform: TrainingTransform) -> Preprocess:
@@ -166,10 +161,13 @@ def preprocessing_difference(
     return PreprocessingDifference(*sides, worst <= PREPROCESS_ATOL, worst, total / max(count, 1), shape, shape)
 
 
-def image_sets(files: Sequence[Path], spec: PreprocessSpec, folder: Path | str) -> list[tuple[str, Tensors]]:
+def image_sets(
+    files: Sequence[Path], spec: PreprocessSpec, folder: Path | str, *, each_alone: bool = False
+) -> list[tuple[str, Tensors]]:
     """The image input sets and their labels: the first image alone, then all of them (a second batch size); for a
-    spec without a fixed output size (no crop: a segmenter's), up to three images, each a set of its own size."""
-    if spec.output_hw is None:
+    spec without a fixed output size (no crop: a segmenter's), or `each_alone` (a pipeline that answers at each
+    photo's own size, which takes one size per request), up to three images, each a set of its own."""
+    if spec.output_hw is None or each_alone:
         return [(f"image {path.name}", image_set([path])) for path in files[:3]]
     sets = [(f"image {files[0].name}", image_set(files[:1]))]
     if len(files) > 1:
@@ -182,34 +180,22 @@ def training_transform(model: Any, arch: str, preprocess: PreprocessSpec | None,
 
     1. the checkpoint's own preprocessing spec (`preprocess`, from the checkpoint's metadata or its sidecar), as
        the torchvision `Compose` `preprocess.to_torchvision` builds;
-    2. timm models: `timm.data.create_transform(**resolve_data_config(model=model))`;
-    3. torchvision registry models: `get_model_weights(arch).DEFAULT.transforms()`.
+    2. its model family's own (`checkpoint.families`): timm's `create_transform(**resolve_data_config(model))`,
+       torchvision's `get_model_weights(arch).DEFAULT.transforms()`, a Hugging Face folder's image processor.
 
     A UsageError when none applies (a custom architecture without a spec in its metadata).
     """
+    from modelship.checkpoint.families import ReferenceTransform, family_of
     from modelship.preprocess import to_torchvision
 
     if preprocess is not None:
-        return TrainingTransform(to_torchvision(preprocess), f"the checkpoint's preprocess metadata ({checkpoint})")
-    if arch.startswith("timm/"):
-        from timm.data import create_transform, resolve_data_config
-
-        config = resolve_data_config(model=model)
-        return TrainingTransform(create_transform(**config), f"timm create_transform({_describe_timm(config)})")
-    from torchvision.models import get_model_weights, list_models
-
-    if arch in list_models():
-        default = getattr(get_model_weights(arch), "DEFAULT", None)
-        if default is not None:
-            return TrainingTransform(default.transforms(), f"torchvision {default}.transforms()")
+        return ReferenceTransform(to_torchvision(preprocess), f"the checkpoint's preprocess metadata ({checkpoint})")
+    own = family_of(arch).reference_transform(model, arch, Path(checkpoint))
+    if own is not None:
+        return own
     raise UsageError(
         f"{checkpoint}: no training preprocessing to compare --images against (arch {arch!r} is neither timm nor "
         "a torchvision model with weights, and the checkpoint's metadata has no 'preprocess')",
         hint=f"store the spec the model was trained with as 'preprocess' in the checkpoint or its sidecar "
         f"{checkpoint}.json (see docs/checkpoints.md)",
     )
-
-
-def _describe_timm(config: dict[str, Any]) -> str:
-    keys = ("input_size", "interpolation", "crop_pct", "crop_mode", "mean", "std")
-    return ", ".join(f"{k}={config[k]}" for k in keys if k in config)

@@ -8,6 +8,7 @@ import numpy as np
 
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
+from modelship.contract.preprocessing import PreprocessSpec
 
 DEFAULT_DIM_SIZE = 16  # size given to dynamic dimensions other than "batch" (e.g. "sequence") unless told
 DEFAULT_INT_RANGE = (0, 2)  # integer inputs without a value_range: 0/1, valid for any embedding or mask
@@ -52,3 +53,13 @@ def _random_tensor(spec: TensorSpec, shape: tuple[int, ...], rng: np.random.Gene
     if (low, high) == (0, 2) and values.ndim >= 2:
         values[:, 0] = 1
     return values
+
+
+def image_sizes(io: IOSpec, spec: PreprocessSpec | None) -> dict[str, int]:
+    """The sizes of an image input's named height and width when its preprocessing makes one size (a crop, or an
+    exact resize): the size the model was exported at, which a model with strided convolutions may need (an image
+    of DEFAULT_DIM_SIZE pixels can be smaller than its kernels). Empty otherwise."""
+    if spec is None or spec.output_hw is None or not io.inputs or len(io.inputs[0].shape) != 4:
+        return {}
+    axes = io.inputs[0].shape[1:3] if spec.layout == "NHWC" else io.inputs[0].shape[2:]
+    return {axis: size for axis, size in zip(axes, spec.output_hw, strict=True) if isinstance(axis, str)}

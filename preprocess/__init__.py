@@ -6,7 +6,7 @@ manifest; `transform`/`preprocess_images` do it; the builders derive a spec from
 """
 
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.preprocess.builders import from_timm, from_timm_config, from_torchvision, spec_for_model, to_torchvision
+from modelship.preprocess.builders import from_timm, from_timm_config, from_torchvision, to_torchvision
 from modelship.preprocess.image import (
     center_crop,
     decode_image,
@@ -29,7 +29,6 @@ __all__ = [
     "load_image",
     "preprocess_images",
     "resized_size",
-    "spec_for_model",
     "to_rgb",
     "to_torchvision",
     "transform",

@@ -94,45 +94,38 @@ def from_torchvision(weights: Any) -> PreprocessSpec:
     )
 
 
-def spec_for_model(model: Any, arch: str) -> PreprocessSpec | None:
-    """The preprocessing an architecture's own config implies: timm models ("timm/NAME") from their
-    pretrained_cfg, torchvision models ("resnet50") from their DEFAULT weights' transforms; None for others."""
-    if arch.startswith("timm/"):
-        return from_timm(model) if getattr(model, "pretrained_cfg", None) else from_timm(arch.removeprefix("timm/"))
-    from torchvision.models import get_model_weights, list_models
-
-    if arch not in list_models():
-        return None
-    default = getattr(get_model_weights(arch), "DEFAULT", None)
-    try:
-        return from_torchvision(default) if default is not None else None
-    except PreprocessError:  # e.g. video or optical-flow presets: no image-classification spec to derive
-        return None
-
-
 def to_torchvision(spec: PreprocessSpec) -> Any:
     """The torchvision `transforms.Compose` a training script would write for `spec`: RGB PIL image in, tensor out
     (C, H, W) or (H, W, C) per the layout, channels reordered to BGR when asked, in the spec's dtype.
 
     Resize (shorter side, or exact (height, width)), CenterCrop, PILToTensor, then `x / (1 / scale)` and
-    Normalize(mean, std) in float32 - `ToTensor() + Normalize()` for the default scale of 1/255. torch is
-    imported here only, so `import preprocess` stays torch-free.
+    Normalize(mean, std) in float32 - `ToTensor() + Normalize()` for the default scale of 1/255. The torch resampler
+    resizes the uint8 tensor (torchvision v2), a floor crop offset crops as transformers does, and a fused
+    normalisation normalises by `mean / scale` and `std / scale`. torch is imported here only, so
+    `import preprocess` stays torch-free.
     """
     import torch
     from torchvision import transforms as T
+    from torchvision.transforms.v2 import functional as F
 
+    interpolation = T.InterpolationMode(spec.interpolation)
     steps: list[Any] = []
-    if spec.resize is not None:
-        interpolation = T.InterpolationMode(spec.interpolation)
+    if spec.resize is not None and spec.resampler == "pillow":
         steps.append(T.Resize(spec.resize, interpolation=interpolation))  # PIL resizing always antialiases
+    steps.append(T.PILToTensor())
+    if spec.resize is not None and spec.resampler == "torch":  # PyTorch's uint8 kernel, on the uint8 tensor
+        steps.append(T.Lambda(lambda pixels: F.resize(pixels, list(_tensor_size(pixels, spec)), interpolation)))
     if spec.crop is not None:
-        steps.append(T.CenterCrop(spec.crop))
+        floor = T.Lambda(lambda pixels: _floor_crop(pixels, spec))
+        steps.append(T.CenterCrop(spec.crop) if spec.crop_offset == "round" else floor)
     divisor = 1.0 / spec.scale
-    steps += [
-        T.PILToTensor(),
-        T.Lambda(lambda pixels: pixels.to(torch.float32) / divisor),
-        T.Normalize(spec.mean, spec.std),
-    ]
+    if spec.fused_normalize:
+        steps.append(T.Lambda(lambda pixels: pixels.to(torch.float32)))
+        mean, std = torch.tensor(spec.mean) * divisor, torch.tensor(spec.std) * divisor  # float32 products
+        steps.append(T.Normalize(mean.tolist(), std.tolist()))
+    else:
+        steps.append(T.Lambda(lambda pixels: pixels.to(torch.float32) / divisor))
+        steps.append(T.Normalize(spec.mean, spec.std))
     if spec.channel_order == "BGR":
         steps.append(T.Lambda(lambda values: values.flip(0)))
     if spec.layout == "NHWC":
@@ -140,3 +133,22 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
     dtype = getattr(torch, spec.dtype)
     steps.append(T.Lambda(lambda values: values.to(dtype).contiguous()))
     return T.Compose(steps)
+
+
+def _tensor_size(pixels: Any, spec: PreprocessSpec) -> tuple[int, int]:
+    from modelship.preprocess.image import resized_size
+
+    return resized_size(pixels.shape[-2], pixels.shape[-1], spec)
+
+
+def _floor_crop(pixels: Any, spec: PreprocessSpec) -> Any:
+    """transformers' centre crop of a (C, H, W) tensor: zero-padded when too small, offsets floored (torchvision's
+    CenterCrop rounds them)."""
+    from torchvision.transforms.v2 import functional as F
+
+    height, width = spec.crop
+    extra_h, extra_w = max(height - pixels.shape[-2], 0), max(width - pixels.shape[-1], 0)
+    if extra_h or extra_w:
+        pixels = F.pad(pixels, [extra_w // 2, extra_h // 2, (extra_w + 1) // 2, (extra_h + 1) // 2], fill=0)
+    top, left = (pixels.shape[-2] - height) // 2, (pixels.shape[-1] - width) // 2
+    return F.crop(pixels, top, left, height, width)

@@ -17,6 +17,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from modelship.contract.errors import PreprocessError
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.preprocess.resample import resize_uint8
 
 PIL_FILTERS = {
     "bilinear": Image.Resampling.BILINEAR,
@@ -84,18 +85,24 @@ def to_rgb(image: Image.Image, *, source: str = "image") -> Image.Image:
 
 def transform(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
     """One image -> one (C, H, W) or (H, W, C) array, per `spec`. The image is converted to RGB first."""
-    image = to_rgb(image)
-    image = _resize(image, spec)
-    pixels = np.asarray(image, dtype=np.uint8)
+    pixels = _resize(to_rgb(image), spec)
     if spec.crop is not None:
-        pixels = center_crop(pixels, spec.crop)
-    values = pixels.astype(np.float32) / np.float32(1.0 / spec.scale)
-    values = (values - np.asarray(spec.mean, np.float32)) / np.asarray(spec.std, np.float32)
+        pixels = center_crop(pixels, spec.crop, floor=spec.crop_offset == "floor")
+    values = _normalize(pixels.astype(np.float32), spec)
     if spec.channel_order == "BGR":
         values = values[..., ::-1]
     if spec.layout == "NCHW":
         values = values.transpose(2, 0, 1)
     return np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
+
+
+def _normalize(values: np.ndarray, spec: PreprocessSpec) -> np.ndarray:
+    """Rescale and normalise float32 pixels in the spec's order of float32 operations."""
+    mean, std = np.asarray(spec.mean, np.float32), np.asarray(spec.std, np.float32)
+    divisor = np.float32(1.0 / spec.scale)
+    if spec.fused_normalize:
+        return (values - mean * divisor) / (std * divisor)
+    return (values / divisor - mean) / std
 
 
 def preprocess_images(sources: Sequence[ImageSource], spec: PreprocessSpec) -> np.ndarray:
@@ -156,8 +163,9 @@ def resized_size(height: int, width: int, spec: PreprocessSpec) -> tuple[int, in
     return (new_long, new_short) if width <= height else (new_short, new_long)
 
 
-def center_crop(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """torchvision's center_crop on an (H, W, C) array: pad with zeros when too small, offsets by round()."""
+def center_crop(pixels: np.ndarray, size: tuple[int, int], *, floor: bool = False) -> np.ndarray:
+    """torchvision's center_crop on an (H, W, C) array: pad with zeros when too small, offsets by round() (by
+    floor with `floor`, as transformers' image processors crop)."""
     crop_h, crop_w = size
     height, width = pixels.shape[:2]
     if crop_h > height or crop_w > width:
@@ -165,13 +173,16 @@ def center_crop(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
         bottom, right = (max(crop_h - height, 0) + 1) // 2, (max(crop_w - width, 0) + 1) // 2
         pixels = np.pad(pixels, ((top, bottom), (left, right), (0, 0)))
         height, width = pixels.shape[:2]
-    top = round((height - crop_h) / 2.0)  # Python's round, as torchvision (half to even)
-    left = round((width - crop_w) / 2.0)
+    offset = (lambda extra: extra // 2) if floor else (lambda extra: round(extra / 2.0))  # round: half to even
+    top, left = offset(height - crop_h), offset(width - crop_w)
     return pixels[top : top + crop_h, left : left + crop_w]
 
 
-def _resize(image: Image.Image, spec: PreprocessSpec) -> Image.Image:
+def _resize(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
+    """The resized (H, W, 3) uint8 pixels, by the spec's resampler."""
     height, width = resized_size(image.height, image.width, spec)
     if (height, width) == (image.height, image.width):
-        return image
-    return image.resize((width, height), PIL_FILTERS[spec.interpolation])
+        return np.asarray(image, dtype=np.uint8)
+    if spec.resampler == "torch":
+        return resize_uint8(np.asarray(image, dtype=np.uint8), height, width, spec.interpolation)
+    return np.asarray(image.resize((width, height), PIL_FILTERS[spec.interpolation]), dtype=np.uint8)

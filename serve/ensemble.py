@@ -66,6 +66,7 @@ VENDORED = (
     "modelship.contract.preprocessing",
     "modelship.preprocess",
     "modelship.preprocess.image",
+    "modelship.preprocess.resample",
     "modelship.preprocess.builders",
     "modelship.preprocess.postprocess",
 )

@@ -164,13 +164,16 @@ def test_output_variants_follow_the_spec() -> None:
     assert np.array_equal(raw, pixels)
 
 
-def test_spec_for_model_uses_the_architectures_own_config() -> None:
+def test_a_model_familys_serving_spec_is_its_own_config() -> None:
     import timm
     import torchvision
 
-    from modelship.preprocess import spec_for_model
+    from modelship.checkpoint.families import family_of
 
-    assert spec_for_model(None, "resnet50") == from_torchvision(ResNet50_Weights.DEFAULT)
+    def spec(model: object, arch: str) -> PreprocessSpec | None:
+        return family_of(arch).serving_spec(model, arch, Path("ckpt.pt"))
+
+    assert spec(None, "resnet50") == from_torchvision(ResNet50_Weights.DEFAULT)
     timm_model = timm.create_model("vit_tiny_patch16_224", pretrained=False)
-    assert spec_for_model(timm_model, "timm/vit_tiny_patch16_224").mean == (0.5, 0.5, 0.5)
-    assert spec_for_model(torchvision.models.resnet18(), "mypkg.models:Net") is None
+    assert spec(timm_model, "timm/vit_tiny_patch16_224").mean == (0.5, 0.5, 0.5)
+    assert spec(torchvision.models.resnet18(), "mypkg.models:Net") is None

@@ -17,6 +17,13 @@ from modelship.contract.jsonfile import read_json_object
 
 RESIZE_MODES = ("shorter", "exact")  # shorter: shorter side to `resize` (aspect kept); exact: to (height, width)
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
+# pillow: Pillow's resize (torchvision on PIL images, timm); torch: PyTorch's antialiased uint8 kernel (Hugging Face's
+# image processors in transformers 5, torchvision v2 on uint8 tensors), which differs from Pillow by a level at times
+RESAMPLERS = ("pillow", "torch")
+CROP_OFFSETS = (
+    "round",
+    "floor",
+)  # the centre crop's offset: round((size - crop) / 2), torchvision's; floor, transformers'
 CHANNEL_ORDERS = ("RGB", "BGR")
 LAYOUTS = ("NCHW", "NHWC")
 DTYPES = ("float32", "float16")
@@ -31,7 +38,10 @@ class PreprocessSpec:
     `resize` is the shorter side (an int) in "shorter" mode, `(height, width)` in "exact" mode, or None for no
     resize. `crop` is the center crop `(height, width)` (an int means a square), or None. `antialias` must stay
     True for bilinear/bicubic: Pillow always antialiases when downscaling, as torchvision does on PIL images.
-    `apply_exif` rotates/flips images by their EXIF orientation tag when they are loaded from files.
+    `apply_exif` rotates/flips images by their EXIF orientation tag when they are loaded from files. `resampler`
+    and `crop_offset` name whose rules the resize and the crop follow (RESAMPLERS, CROP_OFFSETS);
+    `fused_normalize` computes `(x - mean / scale) / (std / scale)` in float32, as transformers' torchvision backend
+    does, instead of `(x * scale - mean) / std` (the same to within float32 rounding).
     """
 
     resize: int | tuple[int, int] | None = 256
@@ -46,10 +56,20 @@ class PreprocessSpec:
     layout: str = "NCHW"
     dtype: str = "float32"
     apply_exif: bool = True
+    resampler: str = "pillow"
+    crop_offset: str = "round"
+    fused_normalize: bool = False
 
     def __post_init__(self) -> None:
         _choice("resize_mode", self.resize_mode, RESIZE_MODES)
         _choice("interpolation", self.interpolation, INTERPOLATIONS)
+        _choice("resampler", self.resampler, RESAMPLERS)
+        _choice("crop_offset", self.crop_offset, CROP_OFFSETS)
+        if self.resampler == "torch" and self.interpolation == "nearest":
+            raise PreprocessError(
+                "the torch resampler takes bilinear or bicubic, not nearest",
+                hint='use "resampler": "pillow" for nearest resizing',
+            )
         _choice("channel_order", self.channel_order, CHANNEL_ORDERS)
         _choice("layout", self.layout, LAYOUTS)
         _choice("dtype", self.dtype, DTYPES)

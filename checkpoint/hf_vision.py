@@ -1,0 +1,80 @@
+"""Hugging Face image models behind modelship's image interface: `pixel_values` ([batch, 3, height, width], as the
+folder's image processor makes them) in; `logits` out.
+
+- Image classification: the head's logits, [batch, labels].
+- Semantic segmentation: the logits resized to the input's height and width (bilinear, corners not aligned), as the
+  processor's `post_process_semantic_segmentation` resizes them before its argmax; [batch, labels, height, width].
+
+The preprocessing is the processor's own, read by transformers' `AutoImageProcessor` from preprocessor_config.json
+and turned into a PreprocessSpec that the shared numpy + Pillow module reproduces (`preprocess.hf_processor`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from modelship.checkpoint.hf_folder import HFFolder
+from modelship.contract.errors import CheckpointError, PreprocessError
+from modelship.contract.preprocessing import PreprocessSpec
+
+
+class ImageLogits(nn.Module):
+    """forward(pixel_values) -> {"logits"}: a transformers image classifier."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"logits": self.model(pixel_values=pixel_values).logits}
+
+
+class MaskLogits(ImageLogits):
+    """forward(pixel_values) -> {"logits"} at the input's size: a transformers semantic segmenter."""
+
+    def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        logits = self.model(pixel_values=pixel_values).logits
+        resized = nn.functional.interpolate(logits, size=pixel_values.shape[-2:], mode="bilinear", align_corners=False)
+        return {"logits": resized}
+
+
+WRAPPERS = {"classification": ImageLogits, "segmentation": MaskLogits}
+
+
+def wrap_image_model(model: nn.Module, folder: HFFolder) -> ImageLogits:
+    """The model behind the image interface of its task; a CheckpointError when its labels do not fit its head."""
+    outputs = getattr(model.config, "num_labels", None)
+    if folder.labels is not None and outputs is not None and len(folder.labels) != outputs:
+        raise CheckpointError(
+            f"{folder.root / 'config.json'}: id2label has {len(folder.labels)} labels for a head of {outputs} outputs",
+            hint=f'give id2label one label per output, "0" to "{outputs - 1}"',
+        )
+    return WRAPPERS[folder.task](model).eval()
+
+
+def read_processor(folder: HFFolder) -> Any:
+    """The folder's image processor, as `AutoImageProcessor.from_pretrained(folder)` gives it (no hub: the local file
+    alone)."""
+    from transformers import AutoImageProcessor
+
+    try:
+        return AutoImageProcessor.from_pretrained(str(folder.processor.parent), local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(
+            f"{folder.processor}: transformers cannot read this image processor ({exc})",
+            hint="save it again with AutoImageProcessor...save_pretrained(folder)",
+        ) from None
+
+
+def image_spec(folder: HFFolder) -> PreprocessSpec:
+    """The folder's image processor as a PreprocessSpec; a CheckpointError naming the option modelship cannot
+    reproduce."""
+    from modelship.preprocess.hf_processor import from_image_processor
+
+    try:
+        return from_image_processor(read_processor(folder))
+    except PreprocessError as exc:
+        raise CheckpointError(f"{folder.processor}: {exc.message}", hint=exc.hint) from None

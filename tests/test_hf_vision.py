@@ -1,0 +1,202 @@
+"""Hugging Face image models from the folders users save: the preprocessing bit-equal to transformers' own
+`AutoImageProcessor` on real photos (PyTorch's uint8 resize reproduced in numpy), `export-model DIR --onnx --fp16` for
+a ViT, a ConvNeXt and a SegFormer (keys renamed as transformers renames them), `parity --images` through the
+processor itself, the refusals, and model families as a registry (a toy family reached through export-model)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from PIL import Image
+from torchvision.transforms.v2 import functional as F
+
+from modelship.checkpoint.families import ModelFamily, family_of, register_family, unregister_family
+from modelship.contract.errors import PreprocessError
+from modelship.contract.manifest import Manifest
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.preprocess import preprocess_images, to_torchvision, transform
+from modelship.preprocess.hf_processor import from_image_processor
+from modelship.preprocess.resample import resize_uint8
+from modelship.testing.hf_vision import save_vision_folder
+from modelship.testing.photos import source_photos
+from tests.cli_contract import expect_failure, invoke
+
+PHOTOS = source_photos()
+PROCESSORS = [
+    ("ViTImageProcessor", {}),
+    ("ConvNextImageProcessor", {}),  # 384: warped to a square
+    ("ConvNextImageProcessor", {"size": {"shortest_edge": 224}}),  # resized by 1/crop_pct, centre-cropped
+    ("SegformerImageProcessor", {}),
+    ("DeiTImageProcessor", {}),
+    ("BeitImageProcessor", {}),
+    ("BitImageProcessor", {}),
+    ("MobileViTImageProcessor", {}),  # channels flipped, no normalisation
+]
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[Image.Image]:
+    return [Image.open(path).convert("RGB") for path in PHOTOS]
+
+
+@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
+def test_the_uint8_resize_is_pytorchs_bit_for_bit(photos: list[Image.Image], interpolation: str) -> None:
+    rng = np.random.default_rng(0)
+    mode = getattr(F.InterpolationMode, interpolation.upper())
+    for photo in photos[:4]:
+        pixels = np.asarray(photo)
+        tensor = torch.from_numpy(pixels.copy()).permute(2, 0, 1)
+        sizes = [(224, 224), (37, 501), (pixels.shape[0] * 2 + 1, pixels.shape[1] + 3), rng.integers(20, 900, 2)]
+        for height, width in map(lambda size: (int(size[0]), int(size[1])), sizes):
+            expected = F.resize(tensor, [height, width], interpolation=mode, antialias=True).permute(1, 2, 0)
+            assert np.array_equal(resize_uint8(pixels, height, width, interpolation), expected.numpy())
+
+
+@pytest.mark.parametrize(("name", "settings"), PROCESSORS, ids=lambda v: str(v) if isinstance(v, str) else None)
+@pytest.mark.parametrize("backend", ["torchvision", "pil"])
+def test_the_spec_equals_the_processor_on_real_photos(
+    name: str, settings: dict, backend: str, photos: list[Image.Image], tmp_path: Path
+) -> None:
+    """Photo by photo and as one batch, as transformers' AutoImageProcessor makes pixel_values from the saved file:
+    equal, or (MobileViT's rescale by multiplication) within one float32 ulp."""
+    getattr(transformers, name)(**settings).save_pretrained(tmp_path)
+    processor = transformers.AutoImageProcessor.from_pretrained(tmp_path, backend=backend)
+    spec = from_image_processor(processor)
+    assert spec.resampler == ("torch" if backend == "torchvision" else "pillow")
+    ulp = 1 if name.startswith("MobileViT") and backend == "torchvision" else 0
+    for photo in photos:
+        expected = processor(images=photo, return_tensors="np")["pixel_values"][0]
+        _assert_within_ulps(transform(photo, spec), expected, ulp)
+        _assert_within_ulps(to_torchvision(spec)(photo).numpy(), expected, ulp)
+    batch = processor(images=photos, return_tensors="np")["pixel_values"] if spec.output_hw else None
+    if batch is not None:
+        _assert_within_ulps(preprocess_images(photos, spec), batch, ulp)
+
+
+def _assert_within_ulps(actual: np.ndarray, expected: np.ndarray, ulps: int) -> None:
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    difference = np.abs(actual - expected)
+    assert np.all(difference <= ulps * np.spacing(np.abs(expected))), float(difference.max())
+
+
+def test_what_the_shared_module_cannot_reproduce_is_refused_by_name(tmp_path: Path) -> None:
+    transformers.DetrImageProcessor().save_pretrained(tmp_path)
+    with pytest.raises(PreprocessError, match=r"DetrImageProcessor.*own preprocess"):
+        from_image_processor(transformers.AutoImageProcessor.from_pretrained(tmp_path))
+    vit = transformers.ViTImageProcessor(size={"shortest_edge": 224, "longest_edge": 400})
+    with pytest.raises(PreprocessError, match=r"size .*shortest_edge"):
+        from_image_processor(vit)
+    with pytest.raises(PreprocessError, match="resample 0"):
+        from_image_processor(transformers.ViTImageProcessor(resample=0))
+    with pytest.raises(PreprocessError, match="torch resampler"):
+        PreprocessSpec(interpolation="nearest", resampler="torch")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("hf_vision")
+    return {kind: save_vision_folder(kind, root / kind) for kind in ("vit", "convnext", "segformer")}
+
+
+@pytest.fixture(scope="module")
+def exports(folders: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each folder through the command of the issue, exactly: export-model DIR --onnx --fp16."""
+    out = tmp_path_factory.mktemp("exports")
+    for folder in folders.values():
+        result = invoke("export", folder, "--onnx", "--fp16", "--out", out, "--json")
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)
+        assert [a["parity"]["passed"] for a in report["artifacts"]] == [True, True], report
+    return {kind: out / kind for kind in folders}
+
+
+@pytest.mark.slow
+def test_each_folder_exports_with_the_processors_preprocessing(
+    folders: dict[str, Path], exports: dict[str, Path]
+) -> None:
+    for kind, folder in folders.items():
+        manifest = Manifest.read(exports[kind])
+        processor = transformers.AutoImageProcessor.from_pretrained(folder)
+        assert manifest.preprocess == from_image_processor(processor), kind
+        assert manifest.task == ("segmentation" if kind == "segformer" else "classification")
+        assert manifest.labels[:2] == ["class 0", "class 1"]
+    segmenter = Manifest.read(exports["segformer"])
+    assert segmenter.io.outputs[0].shape == ("batch", 5, "height", "width")  # at the input's size
+
+
+@pytest.mark.slow
+def test_keys_are_renamed_as_transformers_renames_them(folders: dict[str, Path]) -> None:
+    result = invoke("inspect", folders["vit"], "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    renamed = report["renamed"]["vit.encoder.layer.0.attention.attention.query.weight"]
+    assert renamed == "vit.layers.0.attention.q_proj.weight"
+    assert any("renamed as transformers renames them" in note for note in report["notes"])
+
+
+@pytest.mark.slow
+def test_parity_images_runs_eager_through_the_processor_itself(exports: dict[str, Path], tmp_path: Path) -> None:
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for path in PHOTOS[:4]:
+        shutil.copy(path, photos / path.name)
+    for kind in ("vit", "segformer"):
+        result = invoke("parity", exports[kind], "--images", photos, "--json")
+        assert result.exit_code == 0, result.output
+        pipelines = json.loads(result.stdout)["image_pipelines"]
+        assert "ImageProcessor" in pipelines["reference"] and pipelines["max_abs"] == 0.0, pipelines
+
+
+def test_a_folder_without_its_processor_or_with_custom_code_is_refused(
+    folders: dict[str, Path], tmp_path: Path
+) -> None:
+    bare = shutil.copytree(folders["vit"], tmp_path / "bare")
+    (bare / "preprocessor_config.json").unlink()
+    expect_failure(["export", bare, "--onnx", "--out", tmp_path / "out"], names=["preprocessor_config.json"])
+    custom = shutil.copytree(folders["vit"], tmp_path / "custom")
+    config = json.loads((custom / "preprocessor_config.json").read_text())
+    (custom / "preprocessor_config.json").write_text(json.dumps(config | {"auto_map": {"AutoImageProcessor": "x.P"}}))
+    expect_failure(["export", custom, "--onnx", "--out", tmp_path / "out"], names=["auto_map", "never runs code"],
+                   untouched=[custom])  # fmt: skip
+    padded = shutil.copytree(folders["vit"], tmp_path / "padded")
+    config = json.loads((padded / "preprocessor_config.json").read_text())
+    (padded / "preprocessor_config.json").write_text(json.dumps(config | {"resample": 0}))
+    expect_failure(["export", padded, "--onnx", "--out", tmp_path / "out"], names=["resample 0"])
+
+
+@pytest.fixture
+def toy_family() -> Iterator[ModelFamily]:
+    """A family registered from inside the test: it owns one factory's import path, and knows that model's
+    preprocessing and labels."""
+    spec = PreprocessSpec(resize=40, crop=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
+    family = register_family(
+        ModelFamily(
+            "toy",
+            owns=lambda arch: arch == "tests.checkpoint_factory:make_tinynet",
+            serving_spec=lambda model, arch, checkpoint: spec,
+            labels=lambda arch, classes: [f"toy {i}" for i in range(classes)],
+        )
+    )
+    yield family
+    unregister_family("toy")
+
+
+def test_a_registered_family_is_reached_through_export_model(toy_family: ModelFamily, tmp_path: Path) -> None:
+    from tests.checkpoint_factory import make_tinynet
+
+    checkpoint = tmp_path / "tiny.pt"
+    torch.save(make_tinynet().state_dict(), checkpoint)
+    arch = "tests.checkpoint_factory:make_tinynet"
+    assert family_of(arch) is toy_family and family_of("resnet50").name == "torchvision"
+    result = invoke("export", checkpoint, "--arch", arch, "--onnx", "--out", tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    manifest = Manifest.read(tmp_path / "tiny")
+    assert manifest.preprocess == toy_family.serving_spec(None, arch, checkpoint)
+    assert manifest.labels == ["toy 0", "toy 1", "toy 2"]
