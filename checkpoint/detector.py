@@ -74,8 +74,12 @@ def fp16_parts(model: nn.Module) -> list[str]:
 
 
 def score_threshold(model: nn.Module) -> float | None:
-    """A wrapped detector's own score threshold (it drops boxes scoring below); None for any other model."""
-    return float(_postprocessing(model.detector).score_thresh) if isinstance(model, DetectorTensors) else None
+    """A wrapped detector's own score threshold (it drops boxes scoring below; a Hugging Face detector's wrapper
+    holds it as `score_thresh`); None for any other model."""
+    if isinstance(model, DetectorTensors):
+        return float(_postprocessing(model.detector).score_thresh)
+    own = getattr(model, "score_thresh", None)
+    return float(own) if own is not None else None
 
 
 class DetectorTensors(nn.Module):

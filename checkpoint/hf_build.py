@@ -27,6 +27,8 @@ def build_hf_model(folder: HFFolder) -> nn.Module:
     if not folder.arch_from_flag:
         _refuse_other_model_type(folder, cls.config_class)
     fields = {k: v for k, v in folder.config.items() if k not in NOT_CONFIG_FIELDS}
+    if fields.get("use_pretrained_backbone"):  # the checkpoint holds the backbone's weights: never download them
+        fields["use_pretrained_backbone"] = False
     try:
         return cls(cls.config_class(**fields)).eval()
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -64,7 +66,7 @@ def transformers_renames(model: nn.Module, keys: list[str]) -> dict[str, str]:
     transforms = get_model_conversion_mapping(model)
     renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
     converters = [t for t in transforms if isinstance(t, WeightConverter)]
-    own = dict.fromkeys(model.state_dict())
+    own = dict.fromkeys(model.state_dict(), True)  # rename_source_key tests its values against None
     renames = {}
     for key in keys:
         new, converted = rename_source_key(key, renamings, converters, model.base_model_prefix, own)

@@ -42,6 +42,7 @@ HEADS = (
     Head("ForTokenClassification", "token-classification", "text"),
     Head("ForImageClassification", "classification", "image"),
     Head("ForSemanticSegmentation", "segmentation", "image"),
+    Head("ForObjectDetection", "detection", "image"),
 )
 UNBOUNDED = 1_000_000  # transformers writes model_max_length = 1e30 when a tokenizer has no limit
 
@@ -215,7 +216,7 @@ def _head(root: Path, architecture: str) -> Head:
     if head is None:
         raise CheckpointError(
             f"{root}: {architecture} is not a model modelship exports yet (sequence, token or image classification, "
-            "semantic segmentation, or a sentence-transformers folder)",
+            "semantic segmentation, object detection, or a sentence-transformers folder)",
             hint="a bare encoder exports as a sentence-transformers folder (modules.json, 1_Pooling/config.json)",
         )
     return head

@@ -4,6 +4,11 @@ folder's image processor makes them) in; `logits` out.
 - Image classification: the head's logits, [batch, labels].
 - Semantic segmentation: the logits resized to the input's height and width (bilinear, corners not aligned), as the
   processor's `post_process_semantic_segmentation` resizes them before its argmax; [batch, labels, height, width].
+- Object detection (DETR and its kin): the detection interface of torchvision's detectors
+  (`checkpoint.detector`): boxes (x1, y1, x2, y2) in the input's pixels, scores and labels as the processor's
+  `post_process_object_detection` computes them (softmax over the classes and "no object", the best class but the
+  last; boxes from centre and size to corners, scaled to the image), best first, the `num` scoring above its
+  threshold valid and the other rows padded (boxes 0, scores 0, labels -1).
 
 The preprocessing is the processor's own, read by transformers' `AutoImageProcessor` from preprocessor_config.json
 and turned into a PreprocessSpec that the shared numpy + Pillow module reproduces (`preprocess.hf_processor`).
@@ -41,7 +46,34 @@ class MaskLogits(ImageLogits):
         return {"logits": resized}
 
 
-WRAPPERS = {"classification": ImageLogits, "segmentation": MaskLogits}
+class BoxTensors(ImageLogits):
+    """forward(pixel_values) -> {"boxes", "scores", "labels", "num"}: a transformers DETR-style detector."""
+
+    score_thresh = 0.5  # post_process_object_detection's default threshold
+
+    def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
+        answer = self.model(pixel_values=pixel_values)
+        scores, labels = answer.logits.softmax(-1)[..., :-1].max(-1)
+        scores, order = scores.topk(scores.shape[1], dim=1)  # best first (ONNX TopK)
+        labels = labels.gather(1, order)
+        centre_x, centre_y, width, height = answer.pred_boxes.gather(1, order[..., None].expand(-1, -1, 4)).unbind(-1)
+        image_height, image_width = pixel_values.shape[-2:]  # traced as the input's size, not as constants
+        corners = [
+            (centre_x - 0.5 * width) * image_width,
+            (centre_y - 0.5 * height) * image_height,
+            (centre_x + 0.5 * width) * image_width,
+            (centre_y + 0.5 * height) * image_height,
+        ]
+        valid = scores > self.score_thresh
+        return {
+            "boxes": torch.stack(corners, -1) * valid[..., None],
+            "scores": scores * valid,
+            "labels": torch.where(valid, labels, torch.full_like(labels, -1)),
+            "num": valid.sum(dim=1),
+        }
+
+
+WRAPPERS = {"classification": ImageLogits, "segmentation": MaskLogits, "detection": BoxTensors}
 
 
 def wrap_image_model(model: nn.Module, folder: HFFolder) -> ImageLogits:

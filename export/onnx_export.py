@@ -79,6 +79,10 @@ def export_onnx(
             warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
             # the detector wrapper's own torch.tensor calls: fixed sizes, and clip bounds as torchvision traces them
             warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"modelship\.checkpoint\.")
+            # transformers' checks and mask helpers branch on sizes as traced (a DETR's): the artifact is verified
+            # at other batch sizes and image sizes, which is where a trace that did not generalise would show
+            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"transformers\.")
+            warnings.filterwarnings("ignore", "Exporting aten::index operator of advanced indexing", UserWarning)
             proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=exporter == "dynamo")
     except Exception as exc:
         system = _system_cause(exc)

@@ -110,7 +110,9 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
 
     interpolation = T.InterpolationMode(spec.interpolation)
     steps: list[Any] = []
-    if spec.resize is not None and spec.resampler == "pillow":
+    if spec.resize is not None and spec.resampler == "pillow" and spec.resize_mode == "bounded":
+        steps.append(T.Lambda(lambda image: _pil_resize(image, spec)))
+    elif spec.resize is not None and spec.resampler == "pillow":
         steps.append(T.Resize(spec.resize, interpolation=interpolation))  # PIL resizing always antialiases
     steps.append(T.PILToTensor())
     if spec.resize is not None and spec.resampler == "torch":  # PyTorch's uint8 kernel, on the uint8 tensor
@@ -133,6 +135,13 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
     dtype = getattr(torch, spec.dtype)
     steps.append(T.Lambda(lambda values: values.to(dtype).contiguous()))
     return T.Compose(steps)
+
+
+def _pil_resize(image: Any, spec: PreprocessSpec) -> Any:
+    from modelship.preprocess.image import PIL_FILTERS, resized_size
+
+    height, width = resized_size(image.height, image.width, spec)
+    return image.resize((width, height), PIL_FILTERS[spec.interpolation])
 
 
 def _tensor_size(pixels: Any, spec: PreprocessSpec) -> tuple[int, int]:

@@ -27,6 +27,7 @@ KNOWN = (
     "SegformerImageProcessor",
     "BitImageProcessor",
     "MobileViTImageProcessor",
+    "DetrImageProcessor",  # its own steps handle annotations; one image's are resize, rescale, normalise, pad to itself
 )
 BACKENDS = ("TorchvisionBackend", "PilBackend")
 STEPS = ("_preprocess", "resize", "center_crop", "rescale", "normalize")
@@ -41,10 +42,11 @@ def from_image_processor(processor: Any) -> PreprocessSpec:
         raise PreprocessError(
             f"{name}: backend {processor.backend!r} is not one modelship reproduces (torchvision or pil)"
         )
-    if getattr(processor, "do_pad", None):
+    if getattr(processor, "do_pad", None) and getattr(processor, "pad_size", None):
         raise PreprocessError(
-            f"{name}: do_pad (padding a batch to its largest image) is not reproduced by modelship's preprocessing",
-            hint='set "do_pad": false in preprocessor_config.json if the model was evaluated one image at a time',
+            f"{name}: pad_size (padding every image to one size) is not reproduced by modelship's preprocessing",
+            hint="drop pad_size from preprocessor_config.json: modelship takes one size per request, which do_pad "
+            "leaves as it is",
         )
     resize, mode, crop = _resize_and_crop(processor, name)
     interpolation = RESAMPLE.get(int(processor.resample)) if processor.resample is not None else "bilinear"
@@ -84,9 +86,12 @@ def _resize_and_crop(processor: Any, name: str) -> tuple[Any, str, tuple[int, in
         return (size.height, size.width), "exact", crop
     if size.shortest_edge and not size.longest_edge:
         return size.shortest_edge, "shorter", crop
+    if size.shortest_edge and size.longest_edge:
+        return (size.shortest_edge, size.longest_edge), "bounded", crop
     given = {k: v for k, v in vars(size).items() if v} if hasattr(size, "__dict__") else size
     raise PreprocessError(
-        f"{name}: size {given} is not reproduced exactly (height and width, or shortest_edge alone)",
+        f"{name}: size {given} is not reproduced exactly (height and width, shortest_edge, or shortest_edge and "
+        "longest_edge)",
         hint='resize to "height" and "width", or to "shortest_edge", in preprocessor_config.json',
     )
 

@@ -156,11 +156,37 @@ def resized_size(height: int, width: int, spec: PreprocessSpec) -> tuple[int, in
     """torchvision's output size: shorter side to `resize`, long side `int(resize * long / short)`."""
     if spec.resize is None:
         return height, width
-    if isinstance(spec.resize, tuple):
+    if spec.resize_mode == "exact":
         return spec.resize
+    if spec.resize_mode == "bounded":
+        return bounded_size(height, width, *spec.resize)
     short, long = (width, height) if width <= height else (height, width)
     new_short, new_long = spec.resize, int(spec.resize * long / short)
     return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
+def box_scale(height: int, width: int, spec: PreprocessSpec) -> np.ndarray:
+    """`[x, y, x, y]` float32 factors from the resized image's pixels (what a detector fed by `spec` answers in) to
+    the original image's (`height` x `width`)."""
+    new_height, new_width = resized_size(int(height), int(width), spec)
+    x, y = width / new_width, height / new_height
+    return np.array([x, y, x, y], dtype=np.float32)
+
+
+def bounded_size(height: int, width: int, shortest: int, longest: int) -> tuple[int, int]:
+    """Hugging Face's `get_size_with_aspect_ratio`: the shorter side to `shortest`, unless the longer would then pass
+    `longest` (the shorter side is then `round(longest * short / long)`); the other side truncated."""
+    short, long = float(min(height, width)), float(max(height, width))
+    size, raw = shortest, None
+    if long / short * shortest > longest:
+        raw = longest * short / long
+        size = round(raw)
+    if (height <= width and height == size) or (width <= height and width == size):
+        return height, width
+    scale = raw if raw is not None else size
+    if width < height:
+        return int(scale * height / width), size
+    return size, int(scale * width / height)
 
 
 def center_crop(pixels: np.ndarray, size: tuple[int, int], *, floor: bool = False) -> np.ndarray:

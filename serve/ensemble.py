@@ -6,8 +6,10 @@ Java service, a browser upload) sends image bytes and gets the model's outputs, 
     <repo>/<name>_preprocess/warmup/IMAGE       one real encoded image, for model_warmup
     <repo>/<name>_preprocess/<N>/model.py       serve/python_models/preprocess.py
     <repo>/<name>_preprocess/<N>/preprocess.json, modelship/...   the spec and the preprocessing code it runs
-    <repo>/<name>_postprocess/                  segmentation only: SCORES + SIZE -> MASK (the class mask at the
-                                                photo's own size), serve/python_models/postprocess.py
+    <repo>/<name>_postprocess/                  segmentation: SCORES + SIZE -> MASK (the class mask at the
+                                                photo's own size), serve/python_models/postprocess.py; detection
+                                                with a resize: BOXES + SCALE -> BOXES (in the photo's pixels),
+                                                serve/python_models/box_postprocess.py
     <repo>/<name>_pipeline/config.pbtxt         platform "ensemble"; IMAGE -> the artifact's outputs, own names
                                                 (and MASK for a segmenter)
     <repo>/<name>_pipeline/labels.txt           so the classification extension works on the pipeline
@@ -48,6 +50,7 @@ from modelship.serve.triton_config import (
 from modelship.tasks import get_task
 
 PREPROCESS_SUFFIX = "_preprocess"
+BOX_OUTPUT = "boxes"  # the detection interface's boxes (checkpoint.detector)
 POSTPROCESS_SUFFIX = "_postprocess"
 PIPELINE_SUFFIX = "_pipeline"
 IMAGE = "IMAGE"  # the pipeline's input: encoded image bytes, one per batch row
@@ -55,6 +58,8 @@ PIXELS = "PIXELS"  # the preprocess model's output: the artifact's image input
 SIZE = "SIZE"  # the preprocess model's second output, for a postprocess step: each photo's (height, width)
 SCORES = "SCORES"  # the postprocess model's input: the artifact's first output
 MASK = "MASK"  # the postprocess model's (and a segmentation pipeline's) output: class indices per photo pixel
+SCALE = "SCALE"  # the preprocess model's output for a box postprocess: photo size / resized size, [x, y, x, y]
+BOXES = "BOXES"  # the box postprocess model's input and output: a detector's boxes
 WARMUP_DIR = "warmup"
 TEMPLATES = Path(__file__).parent / "python_models"
 # modelship's modules the preprocess and postprocess models import (numpy + Pillow only), copied beside model.py
@@ -82,11 +87,12 @@ class PipelinePlan:
     artifact: Artifact
     image: TensorSpec
     spec: PreprocessSpec
-    postprocess_name: str | None = None  # a segmenter's last step: the class mask at each photo's own size
+    postprocess_name: str | None = None  # the last step: a segmenter's class mask, or boxes back on the photo
+    rescale_boxes: bool = False  # the postprocess puts a detector's boxes back on the photo (its input was resized)
 
     @property
     def mask(self) -> bool:
-        return self.postprocess_name is not None
+        return self.postprocess_name is not None and not self.rescale_boxes
 
     @property
     def batched(self) -> bool:
@@ -96,10 +102,17 @@ class PipelinePlan:
 
 
 def plan_pipeline(
-    base: str, model_name: str, artifact: Artifact, spec: PreprocessSpec | None, *, mask: bool = False
+    base: str,
+    model_name: str,
+    artifact: Artifact,
+    spec: PreprocessSpec | None,
+    *,
+    mask: bool = False,
+    rescale_boxes: bool = False,
 ) -> PipelinePlan:
     """The pipeline for `artifact` served as `model_name` (with `mask`, ending in the class mask of its first
-    output), or a PublishError saying why it cannot have one."""
+    output; with `rescale_boxes`, in its boxes put back on the photo), or a PublishError saying why it cannot have
+    one."""
     inputs = artifact.io.inputs
     if spec is None:
         raise PublishError(
@@ -119,9 +132,13 @@ def plan_pipeline(
             f"artifact {artifact.name!r}: its first output is not [batch, classes, height, width] class scores",
             hint="export the segmenter's mask output first, or pass --pipeline-artifact none",
         )
-    postprocess = base + POSTPROCESS_SUFFIX if mask else None
+    if rescale_boxes and BOX_OUTPUT not in {t.name for t in artifact.io.outputs}:
+        raise PublishError(f"artifact {artifact.name!r} has no {BOX_OUTPUT!r} output to put back on the photo")
+    postprocess = base + POSTPROCESS_SUFFIX if mask or rescale_boxes else None
     names = (base + PREPROCESS_SUFFIX, base + PIPELINE_SUFFIX)
-    return PipelinePlan(*names, model_name, artifact, inputs[0], spec, postprocess_name=postprocess)
+    return PipelinePlan(
+        *names, model_name, artifact, inputs[0], spec, postprocess_name=postprocess, rescale_boxes=rescale_boxes
+    )
 
 
 def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
@@ -134,6 +151,8 @@ def preprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelCo
     config.output.add(name=PIXELS, data_type=triton_dtype(plan.image), dims=[*row, *_pixel_dims(plan)])
     if plan.mask:
         config.output.add(name=SIZE, data_type=mc.TYPE_INT32, dims=[2])
+    if plan.rescale_boxes:
+        config.output.add(name=SCALE, data_type=mc.TYPE_FP32, dims=[*row, 4])
     on_cpu(config, options, batched=plan.batched)
     config.parameters["max_pixels"].string_value = str(options.max_image_pixels)
     warmup = config.model_warmup.add(name="modelship_jpeg", batch_size=1 if plan.batched else 0)
@@ -153,6 +172,23 @@ def postprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelC
     config.output.add(name=MASK, data_type=_mask_type(plan), dims=[-1, -1])
     config.output.add(name=SCORES, data_type=triton_dtype(scores), dims=dims(scores, batched=True))
     on_cpu(config, options)
+    config.version_policy.latest.num_versions = 1
+    return config
+
+
+def box_postprocess_config(plan: PipelinePlan, options: ServingOptions) -> mc.ModelConfig:
+    """The Python-backend model: BOXES (the artifact's boxes) and SCALE in, BOXES in the photo's pixels out, batched
+    as the artifact is."""
+    boxes = next(t for t in plan.artifact.io.outputs if t.name == BOX_OUTPUT)
+    row = [] if plan.batched else [1]
+    config = mc.ModelConfig(
+        name=plan.postprocess_name, backend="python", max_batch_size=options.max_batch_size if plan.batched else 0
+    )
+    box_dims = [*row, *dims(boxes, batched=True)]
+    config.input.add(name=BOXES, data_type=triton_dtype(boxes), dims=box_dims)
+    config.input.add(name=SCALE, data_type=mc.TYPE_FP32, dims=[*row, 4])
+    config.output.add(name=BOXES, data_type=triton_dtype(boxes), dims=box_dims)
+    on_cpu(config, options, batched=plan.batched)
     config.version_policy.latest.num_versions = 1
     return config
 
@@ -197,6 +233,14 @@ def pipeline_config(
         third.input_map[SIZE] = "size"
         third.output_map[MASK] = MASK
         third.output_map[SCORES] = scores
+    if plan.rescale_boxes:
+        served = next(name for name, own in names.outputs.items() if own == BOX_OUTPUT)
+        second.output_map[served] = "model_boxes"
+        first.output_map[SCALE] = "scale"
+        third = steps.step.add(model_name=plan.postprocess_name, model_version=-1)
+        third.input_map[BOXES] = "model_boxes"
+        third.input_map[SCALE] = "scale"
+        third.output_map[BOXES] = BOX_OUTPUT
     return config
 
 

@@ -32,6 +32,7 @@ from modelship.serve.ensemble import (
     IMAGE,
     WARMUP_DIR,
     PipelinePlan,
+    box_postprocess_config,
     pipeline_config,
     postprocess_config,
     preprocess_config,
@@ -140,7 +141,7 @@ def publish_export(
     options = serving or ServingOptions()
     result = PublishResult(repo=repo.resolve())
     model_names = {art.name: repository.check_model_name(served_name(base, art.name)) for art in chosen}
-    for art in chosen:
+    for art in chosen if task.label_output else ():  # class scores first: one label per class (boxes have none)
         check_labels(art, label_list)
     pipe, note = pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
     result.notes += [note] if note else []
@@ -280,12 +281,17 @@ def _stage_ensemble(
 
 
 def _stage_postprocess(staged: _Staging, pipe: PipelinePlan, name: str) -> PublishedModel:
-    """Stage `<name>_postprocess` (a segmenter's class mask) into the plan."""
+    """Stage `<name>_postprocess` (a segmenter's class mask, or a detector's boxes put back on the photo) into the
+    plan."""
     number = repository.choose_version(staged.repo / name, staged.version)
-    config = {CONFIG_FILE: to_text(postprocess_config(pipe, staged.options))}
+    build = box_postprocess_config if pipe.rescale_boxes else postprocess_config
+    config = {CONFIG_FILE: to_text(build(pipe, staged.options))}
 
     def files(version_dir: Path) -> None:
-        stage_python_model("postprocess", version_dir)
+        if pipe.rescale_boxes:
+            stage_python_model("box_postprocess", version_dir, vendored=())
+        else:
+            stage_python_model("postprocess", version_dir)
 
     path = install(staged.plan, staged.repo, name, number, files, config)
     return PublishedModel(name, "postprocess", number, path, config_path(staged.repo, name), "")

@@ -52,16 +52,23 @@ def pipeline_plan(
             for suffix in (TOKENIZE_SUFFIX, PIPELINE_SUFFIX):
                 repository.check_model_name(base + suffix)
             return plan_text_pipeline(base, model_names[artifact], published[artifact], manifest.tokenizer), None
-        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX) + ((POSTPROCESS_SUFFIX,) if task.pipeline_mask else ()):
-            repository.check_model_name(base + suffix)
         spec = manifest.preprocess
-        if task.pipeline_same_size and spec is not None and (spec.resize or spec.crop):
+        if task.pipeline_same_size and spec is not None and spec.crop:
             raise PublishError(
-                f"a {task.name} pipeline answers in the photo's own pixels: its preprocessing must not resize or crop",
-                hint="the model resizes inside: export with a spec without resize or crop, or --pipeline-artifact none",
+                f"a {task.name} pipeline answers in the photo's own pixels: its preprocessing must not crop",
+                hint="export with a spec without a crop, or --pipeline-artifact none",
             )
+        rescale = bool(task.pipeline_same_size and spec is not None and spec.resize)  # boxes put back on the photo
+        postprocess = (POSTPROCESS_SUFFIX,) if task.pipeline_mask or rescale else ()
+        for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX, *postprocess):
+            repository.check_model_name(base + suffix)
         plan = plan_pipeline(
-            base, model_names[artifact], published[artifact], manifest.preprocess, mask=task.pipeline_mask
+            base,
+            model_names[artifact],
+            published[artifact],
+            manifest.preprocess,
+            mask=task.pipeline_mask,
+            rescale_boxes=rescale,
         )
         return plan, None
     except PublishError as exc:

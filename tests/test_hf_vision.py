@@ -38,6 +38,7 @@ PROCESSORS = [
     ("BeitImageProcessor", {}),
     ("BitImageProcessor", {}),
     ("MobileViTImageProcessor", {}),  # channels flipped, no normalisation
+    ("DetrImageProcessor", {}),  # shortest and longest edge; padded to itself
 ]
 
 
@@ -87,11 +88,13 @@ def _assert_within_ulps(actual: np.ndarray, expected: np.ndarray, ulps: int) -> 
 
 
 def test_what_the_shared_module_cannot_reproduce_is_refused_by_name(tmp_path: Path) -> None:
-    transformers.DetrImageProcessor().save_pretrained(tmp_path)
-    with pytest.raises(PreprocessError, match=r"DetrImageProcessor.*own preprocess"):
+    transformers.LevitImageProcessor().save_pretrained(tmp_path)
+    with pytest.raises(PreprocessError, match=r"LevitImageProcessor: its own resize step"):
         from_image_processor(transformers.AutoImageProcessor.from_pretrained(tmp_path))
-    vit = transformers.ViTImageProcessor(size={"shortest_edge": 224, "longest_edge": 400})
-    with pytest.raises(PreprocessError, match=r"size .*shortest_edge"):
+    with pytest.raises(PreprocessError, match="pad_size"):
+        from_image_processor(transformers.DetrImageProcessor(pad_size={"height": 800, "width": 1333}))
+    vit = transformers.ViTImageProcessor(size={"max_height": 224, "max_width": 400})
+    with pytest.raises(PreprocessError, match=r"size .*max_height"):
         from_image_processor(vit)
     with pytest.raises(PreprocessError, match="resample 0"):
         from_image_processor(transformers.ViTImageProcessor(resample=0))
@@ -102,7 +105,7 @@ def test_what_the_shared_module_cannot_reproduce_is_refused_by_name(tmp_path: Pa
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("hf_vision")
-    return {kind: save_vision_folder(kind, root / kind) for kind in ("vit", "convnext", "segformer")}
+    return {kind: save_vision_folder(kind, root / kind) for kind in ("vit", "convnext", "segformer", "detr")}
 
 
 @pytest.fixture(scope="module")
@@ -125,10 +128,13 @@ def test_each_folder_exports_with_the_processors_preprocessing(
         manifest = Manifest.read(exports[kind])
         processor = transformers.AutoImageProcessor.from_pretrained(folder)
         assert manifest.preprocess == from_image_processor(processor), kind
-        assert manifest.task == ("segmentation" if kind == "segformer" else "classification")
+        assert manifest.task == {"segformer": "segmentation", "detr": "detection"}.get(kind, "classification")
         assert manifest.labels[:2] == ["class 0", "class 1"]
     segmenter = Manifest.read(exports["segformer"])
     assert segmenter.io.outputs[0].shape == ("batch", 5, "height", "width")  # at the input's size
+    detector = Manifest.read(exports["detr"])
+    assert [t.name for t in detector.io.outputs] == ["boxes", "scores", "labels", "num"]
+    assert detector.score_threshold == 0.5 and detector.preprocess.resize_mode == "bounded"
 
 
 @pytest.mark.slow

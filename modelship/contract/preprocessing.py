@@ -15,7 +15,9 @@ from typing import Any
 from modelship.contract.errors import PreprocessError
 from modelship.contract.jsonfile import read_json_object
 
-RESIZE_MODES = ("shorter", "exact")  # shorter: shorter side to `resize` (aspect kept); exact: to (height, width)
+# shorter: shorter side to `resize` (aspect kept); exact: to (height, width); bounded: `resize` is (shortest, longest):
+# the shorter side to shortest unless the longer would pass longest (Hugging Face's shortest_edge + longest_edge)
+RESIZE_MODES = ("shorter", "exact", "bounded")
 INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
 # pillow: Pillow's resize (torchvision on PIL images, timm); torch: PyTorch's antialiased uint8 kernel (Hugging Face's
 # image processors in transformers 5, torchvision v2 on uint8 tensors), which differs from Pillow by a level at times
@@ -35,8 +37,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 class PreprocessSpec:
     """Resize, center-crop and normalize an RGB image.
 
-    `resize` is the shorter side (an int) in "shorter" mode, `(height, width)` in "exact" mode, or None for no
-    resize. `crop` is the center crop `(height, width)` (an int means a square), or None. `antialias` must stay
+    `resize` is the shorter side (an int) in "shorter" mode, `(height, width)` in "exact" mode, `(shortest,
+    longest)` in "bounded" mode, or None for no resize. `crop` is the center crop `(height, width)` (an int means a square), or None. `antialias` must stay
     True for bilinear/bicubic: Pillow always antialiases when downscaling, as torchvision does on PIL images.
     `apply_exif` rotates/flips images by their EXIF orientation tag when they are loaded from files. `resampler`
     and `crop_offset` name whose rules the resize and the crop follow (RESAMPLERS, CROP_OFFSETS);
@@ -105,7 +107,7 @@ class PreprocessSpec:
         """The (height, width) of every output, or None when it depends on the image (no crop, shorter-side)."""
         if self.crop is not None:
             return self.crop
-        return self.resize if isinstance(self.resize, tuple) else None
+        return self.resize if self.resize_mode == "exact" else None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -49,7 +49,8 @@ class Task:
     otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
     own size (a `_postprocess` step); `pipeline_artifacts`: what its `_pipeline` serves by default (the first
     published of them);
-    `pipeline_same_size`: its answers are in the input's pixels, so the pipeline must not resize or crop;
+    `pipeline_same_size`: its answers (boxes) are in the input's pixels: the pipeline must not crop, and puts them
+    back on the photo after a resize (a `_postprocess` step);
     `labels`: its models have class labels (published as labels.txt, shown by `modelship infer`); `label_output`:
     its first output holds class scores, so Triton's classification extension labels them (not boxes or masks);
     `onnx_exporter`: the ONNX exporter its models need (unless --exporter says

@@ -4,8 +4,9 @@ Published by `modelship publish` as `<version>/model.py`, beside `preprocess.jso
 of modelship's preprocessing modules (`modelship/`), so it runs the same code as the client and the parity
 engine (numpy + Pillow, no torch) in any Triton image that has Pillow. Input `IMAGE` (TYPE_STRING, one encoded
 image per batch row), output `PIXELS` (the float tensor) and, when the config declares it, `SIZE` (each original
-image's height and width, for a pipeline's postprocess step). A spec without a crop gives each image its own size,
-so the images of one request must then share theirs. Each request succeeds or fails alone: bytes that are not an
+image's height and width, for a pipeline's postprocess step) and `SCALE` (each image's size over its resized size,
+x and y twice, to put a detector's boxes back on the photo). A spec without a crop gives each image its own size, so
+the images of one request must then share theirs. Each request succeeds or fails alone: bytes that are not an
 image, truncated data, images of different sizes or an image over `max_pixels` (a config parameter) fail only their
 own request.
 """
@@ -18,7 +19,7 @@ import triton_python_backend_utils as pb_utils
 
 from modelship.contract.errors import PreprocessError
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.preprocess.image import check_one_size, decode_image, transform
+from modelship.preprocess.image import box_scale, check_one_size, decode_image, transform
 
 
 class TritonPythonModel:
@@ -30,6 +31,7 @@ class TritonPythonModel:
         output = pb_utils.get_output_config_by_name(config, "PIXELS")
         self.dtype = pb_utils.triton_string_to_numpy(output["data_type"])
         self.sizes = any(out["name"] == "SIZE" for out in config["output"])
+        self.scales = any(out["name"] == "SCALE" for out in config["output"])
 
     def execute(self, requests):
         return [self._respond(request) for request in requests]
@@ -48,6 +50,8 @@ class TritonPythonModel:
         outputs = [pb_utils.Tensor("PIXELS", pixels.astype(self.dtype, copy=False))]
         if self.sizes:
             outputs.append(pb_utils.Tensor("SIZE", sizes))
+        if self.scales:
+            outputs.append(pb_utils.Tensor("SCALE", np.stack([box_scale(*size, self.spec) for size in sizes])))
         return pb_utils.InferenceResponse(outputs)
 
     def _decode(self, item, index):
