@@ -112,8 +112,8 @@ def handle(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         name = session.get_inputs()[0].name
         state["run"] = lambda array: session.run(None, {name: array})[0]
         if request.get("tokenizer"):
-            from modelship.contract.text import TokenizerSpec
-            from modelship.preprocess.text import TextTokenizer
+            from modelship.contract.tokenizer import TokenizerSpec
+            from modelship.preprocess.tokenizer import TextTokenizer
 
             state["tokenizer"] = TextTokenizer(request["tokenizer"], TokenizerSpec.from_dict(request["tokenizer_spec"]))
         return {"ok": True, "torch": "torch" in sys.modules}

@@ -16,9 +16,9 @@ import numpy as np
 from modelship.bench.loadgen import run_load
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
-from modelship.bench.workspace import Plan
+from modelship.bench.workspace import BenchPlan
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.text import TokenizerSource
+from modelship.contract.tokenizer import TokenizerSource
 
 
 def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -90,11 +90,11 @@ class InProcess:
         with np.load(out) as data:
             return {name: data[name] for name in data.files}
 
-    def measure(self, inputs: dict[str, np.ndarray], plan: Plan, *, concurrency: int = 1) -> LoadStats:
+    def measure(self, inputs: dict[str, np.ndarray], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         request = {"op": "measure", "inputs": self._write(inputs), "concurrency": concurrency}
         return LoadStats(**self._ask(request | _window(plan))["stats"])
 
-    def measure_texts(self, texts: list[str], plan: Plan, *, concurrency: int = 1) -> LoadStats:
+    def measure_texts(self, texts: list[str], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         """Tokenize `texts` and run them, per request (a worker opened with a tokenizer)."""
         request = {"op": "measure", "texts": texts, "concurrency": concurrency}
         return LoadStats(**self._ask(request | _window(plan))["stats"])
@@ -109,7 +109,7 @@ class InProcess:
         self._ask({"op": "outputs", "image": True, "out": str(out)})
         return np.load(out)
 
-    def measure_images(self, plan: Plan, *, concurrency: int = 1) -> LoadStats:
+    def measure_images(self, plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         """The image pipeline's requests (`image_pipeline`), `concurrency` at a time."""
         request = {"op": "measure", "image": True, "concurrency": concurrency}
         return LoadStats(**self._ask(request | _window(plan))["stats"])
@@ -127,7 +127,7 @@ class InProcess:
         self.close()
 
 
-def _window(plan: Plan) -> dict[str, float]:
+def _window(plan: BenchPlan) -> dict[str, float]:
     return {"window_s": plan.window_s, "warmup_s": plan.warmup_s, "max_requests": plan.max_requests}
 
 
@@ -165,7 +165,7 @@ STANDALONE_WARMUP_S = 1.0
 
 
 def standalone_throughput(
-    path: Path, inputs: dict[str, np.ndarray], plan: Plan, threads: int | None = None
+    path: Path, inputs: dict[str, np.ndarray], plan: BenchPlan, threads: int | None = None
 ) -> LoadStats:
     """What a standalone program gets from the same file with the same settings: a fresh interpreter running only
     the few lines a user would write (onnxruntime, numpy, a warmup of STANDALONE_WARMUP_S, a timed loop of
@@ -191,7 +191,7 @@ def served(
     model: str,
     inputs: dict[str, np.ndarray],
     outputs: dict[str, np.ndarray],
-    plan: Plan,
+    plan: BenchPlan,
     *,
     concurrency: int = 1,
 ) -> LoadStats:

@@ -2,7 +2,7 @@
 
 Models are random-weight torchvision/timm networks made realistic (`export.realistic.make_realistic`), saved as
 checkpoints, loaded back through the project's loader and exported once through the project's pipeline; every
-suite reuses those exports. The plan (`Plan.full()` / `Plan.quick_plan()`) sizes everything in one place.
+suite reuses those exports. The plan (`BenchPlan.full()` / `BenchPlan.quick_plan()`) sizes everything in one place.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ MODELS = {
 
 
 @dataclass(frozen=True)
-class Plan:
+class BenchPlan:
     """Sizes of one run. Durations are load windows in seconds; every measurement is bounded by time and count."""
 
     quick: bool
@@ -77,7 +77,7 @@ class Plan:
     warmup_s: float = 0.25  # each side's untimed warmup before its window
 
     @classmethod
-    def full(cls) -> Plan:
+    def full(cls) -> BenchPlan:
         return cls(
             quick=False,
             serving_models=("resnet50", "small"),
@@ -91,7 +91,7 @@ class Plan:
         )
 
     @classmethod
-    def quick_plan(cls) -> Plan:
+    def quick_plan(cls) -> BenchPlan:
         """About 3 minutes on 2 idle cores: the small model over gRPC, each peer at concurrency 1, two rounds of
         fresh processes, 4 to 8 pairs a point; transport over system shared memory. Indicative, and enough to
         catch a move of 15% against a baseline on an idle machine (compare.py)."""
@@ -151,7 +151,7 @@ class Export:
 class Workspace:
     """Checkpoints, exports and model repositories of one run, under `root`, built on first use and cached."""
 
-    def __init__(self, root: Path, plan: Plan, log: Log = lambda _: None) -> None:
+    def __init__(self, root: Path, plan: BenchPlan, log: Log = lambda _: None) -> None:
         self.root = Path(root)
         self.plan = plan
         self.log = log

@@ -1,4 +1,5 @@
-"""Architecture names and model construction: torchvision names, `timm/NAME`, and `package.module:Factory`.
+"""Architecture names and model construction, by model family (`checkpoint.families`): torchvision names,
+`timm/NAME`, and `package.module:Factory`.
 
 Canonical names: torchvision's registry name ("resnet50"), "timm/<name>", or the import path as given.
 """
@@ -7,22 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import importlib
-import inspect
-import os
-import sys
 import warnings
 from collections.abc import Callable, Iterator
-from functools import cache
 from typing import Any
 
 import torch
 from torch import nn
 
+from modelship.checkpoint.families import families, family_of
 from modelship.contract.errors import ArchitectureError
 
-TIMM_PREFIX = "timm/"
-TORCHVISION_PREFIX = "torchvision/"
 # Keyword arguments a data file (checkpoint metadata, sidecar, manifest) may pass to a registry factory: plain
 # hyper-parameters of torchvision's and timm's classifiers. Factory arguments that fetch or read files (weights,
 # pretrained, pretrained_cfg_overlay, checkpoint_path, cache_dir, ...) or take callables are flag-only.
@@ -54,69 +49,21 @@ FILE_ARCH_KWARGS = frozenset(
 _PLAIN = (str, int, float, bool, type(None))
 
 
-@cache
-def torchvision_classification_models() -> tuple[str, ...]:
-    import torchvision
-
-    return tuple(torchvision.models.list_models(module=torchvision.models))
-
-
-@cache
-def torchvision_segmentation_models() -> tuple[str, ...]:
-    import torchvision
-
-    return tuple(torchvision.models.list_models(module=torchvision.models.segmentation))
-
-
-@cache
-def torchvision_detection_models() -> tuple[str, ...]:
-    import torchvision
-
-    return tuple(torchvision.models.list_models(module=torchvision.models.detection))
-
-
-@cache
-def torchvision_models() -> tuple[str, ...]:
-    import torchvision
-
-    return tuple(torchvision.models.list_models())
-
-
-@cache
-def timm_models() -> tuple[str, ...]:
-    try:
-        import timm
-    except ImportError:
-        return ()
-    return tuple(timm.list_models())
-
-
 def canonical_arch(name: str) -> str:
-    """Validate `name` and return its canonical spelling; unknown names raise with close matches."""
+    """Validate `name` and return its canonical spelling (its model family's); unknown names raise with close
+    matches."""
     name = name.strip()
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        if not module or not attr:
-            raise ArchitectureError(f"--arch {name!r}: an import path must look like package.module:Factory")
-        return name
-    if name.startswith(TIMM_PREFIX):
-        model = name[len(TIMM_PREFIX) :]
-        if not timm_models():
-            raise ArchitectureError(f"--arch {name!r}: timm is not installed", hint="pip install timm")
-        import timm
-
-        if not timm.is_model(model):
-            raise _unknown(name, [TIMM_PREFIX + m for m in timm_models()])
-        return name
-    model = name.removeprefix(TORCHVISION_PREFIX).lower()
-    if model not in torchvision_models():
-        raise _unknown(name, list(torchvision_models()) + [TIMM_PREFIX + m for m in timm_models()])
-    return model
+    for family in families():
+        own = family.canonical(name)
+        if own is not None:
+            return own
+    known = [arch for family in families() for arch in family.known()]
+    raise _unknown(name, known)
 
 
 def is_registry_arch(arch: str) -> bool:
-    """A canonical torchvision name or timm/NAME: an architecture whose default build modelship knows."""
-    return arch.startswith(TIMM_PREFIX) or arch in torchvision_models()
+    """A name whose family builds it from the name alone (torchvision, timm): its default class count is known."""
+    return family_of(arch).registry
 
 
 def check_data_arch(arch: Any, arch_kwargs: Any, *, file: str, field: str = "arch", trust: bool = False) -> None:
@@ -164,59 +111,14 @@ def _unknown(name: str, choices: list[str]) -> ArchitectureError:
 
 
 def factory(arch: str) -> Callable[..., nn.Module]:
-    """The callable that builds `arch` (already canonical) from keyword arguments."""
-    if ":" in arch:
-        return _import_factory(arch)
-    if arch.startswith(TIMM_PREFIX):
-        import timm
-
-        return lambda **kwargs: timm.create_model(arch[len(TIMM_PREFIX) :], pretrained=False, **kwargs)
-    import torchvision
-
-    offline = {"weights_backbone": None} if builder_takes(arch, "weights_backbone") else {}
-    return lambda **kwargs: torchvision.models.get_model(arch, weights=None, **{**kwargs, **offline})
-
-
-@cache
-def builder_takes(arch: str, parameter: str) -> bool:
-    """Whether torchvision's builder of `arch` takes `parameter`: `weights_backbone` (segmentation and detection
-    models; its default is an ImageNet download, so modelship always passes None: the checkpoint holds every
-    weight), `aux_loss` (segmenters with an auxiliary head)."""
-    import torchvision
-
-    return parameter in inspect.signature(torchvision.models.get_model_builder(arch)).parameters
-
-
-def _import_factory(arch: str) -> Callable[..., nn.Module]:
-    module_name, _, attr = arch.partition(":")
-    with _cwd_importable():
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ArchitectureError(
-                f"--arch {arch!r}: cannot import {module_name!r} ({exc})",
-                hint="run from the folder that holds the package, or add it to PYTHONPATH",
-            ) from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ArchitectureError(f"--arch {arch!r}: {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ArchitectureError(f"--arch {arch!r}: {attr!r} is not a class or function")
-    return obj
-
-
-@contextlib.contextmanager
-def _cwd_importable() -> Iterator[None]:
-    cwd = os.getcwd()
-    added = cwd not in sys.path and "" not in sys.path
-    if added:
-        sys.path.insert(0, cwd)
-    try:
-        yield
-    finally:
-        if added:
-            sys.path.remove(cwd)
+    """The callable that builds `arch` (already canonical) from keyword arguments: its model family's."""
+    family = family_of(arch)
+    if family.build is None:
+        raise ArchitectureError(
+            f"{arch}: {family.name} models are built from their checkpoint folder, not from a name",
+            hint="pass the folder itself",
+        )
+    return family.build(arch)
 
 
 def build_model(arch: str, arch_kwargs: dict[str, Any] | None = None) -> nn.Module:

@@ -1,8 +1,8 @@
 """Recognise an architecture from a state dict's key names and tensor shapes.
 
-Each candidate (every torchvision classification, segmentation and detection model, segmenters with and without
-their auxiliary head, and timm models whose pretrained config names a first conv and classifier present in the
-checkpoint) is built once on the meta device with an unusual class count (PROBE_CLASSES); the tensors whose shape
+Each candidate (its model family's `candidates`: every torchvision classification, segmentation and detection model,
+segmenters with and without their auxiliary head, and timm models whose pretrained config names a first conv present
+in the checkpoint) is built once on the meta device with an unusual class count (PROBE_CLASSES); the tensors whose shape
 carries a multiple of that count are its head (a detector's box regressor has 4 per class, an anchor-based
 classifier one per anchor and class). Its signature is a hash of the other
 keys and shapes (the body) plus the head's shapes with the class dimension left open, so one checkpoint lookup
@@ -14,6 +14,7 @@ Signatures are cached in the process and on disk (~/.cache/modelship, keyed by t
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import time
@@ -25,21 +26,13 @@ from typing import Any
 
 from filelock import FileLock
 
-from modelship.checkpoint.arch import (
-    TIMM_PREFIX,
-    build_on_meta,
-    builder_takes,
-    timm_models,
-    torchvision_classification_models,
-    torchvision_detection_models,
-    torchvision_segmentation_models,
-)
+from modelship.checkpoint.arch import build_on_meta
+from modelship.checkpoint.families import AUX_VARIANT, families, family_of
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
 SIGNATURE_SCHEMA = 2  # the cache file's layout: 2 = head dims as -k (multiples of the class count)
-AUX_VARIANT = "+aux"  # a candidate name suffix: the model built with its auxiliary head (aux_loss=True)
 AUX_HEAD = "aux_classifier"  # the auxiliary head's module in torchvision's segmenters
 Shapes = dict[str, tuple[int, ...]]
 
@@ -76,22 +69,6 @@ def body_hash(shapes: Shapes) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
 
 
-def detection_candidates() -> list[str]:
-    """Every torchvision detector."""
-    return list(torchvision_detection_models())
-
-
-def segmentation_candidates() -> list[str]:
-    """Every torchvision segmentation model, and those with an auxiliary head once more with it (AUX_VARIANT)."""
-    names = list(torchvision_segmentation_models())
-    return names + [n + AUX_VARIANT for n in names if _has_aux(n)]
-
-
-def _has_aux(arch: str) -> bool:
-    """A torchvision segmenter that can be built with an auxiliary head (aux_loss)."""
-    return arch in torchvision_segmentation_models() and builder_takes(arch, "aux_loss")
-
-
 def compute_signature(candidate: str) -> Signature | None:
     """Build `candidate` on the meta device with PROBE_CLASSES outputs; None when it cannot be built that way."""
     arch = candidate.removesuffix(AUX_VARIANT)
@@ -113,14 +90,9 @@ def compute_signature(candidate: str) -> Signature | None:
 
 
 def default_num_classes(arch: str) -> int:
-    if arch.startswith(TIMM_PREFIX):
-        from timm.models import get_pretrained_cfg
-
-        cfg = get_pretrained_cfg(arch[len(TIMM_PREFIX) :])
-        return int(cfg.num_classes) if cfg is not None and cfg.num_classes is not None else 1000
-    if arch in torchvision_detection_models():  # COCO's 91 (keypoint R-CNN: person or not)
-        return 2 if arch.startswith("keypointrcnn") else 91
-    return 21 if arch in torchvision_segmentation_models() else 1000  # torchvision's segmentation builders: VOC
+    """The class count `arch` builds with when none is given (its family's: ImageNet's 1000, COCO's 91, ...)."""
+    classes = family_of(arch).default_classes(arch)
+    return 1000 if classes is None else classes
 
 
 def cache_dir() -> Path:
@@ -136,7 +108,7 @@ def _versions() -> str:
     import torchvision
 
     parts = [f"torch{torch.__version__}", f"tv{torchvision.__version__}"]
-    if timm_models():
+    if importlib.util.find_spec("timm") is not None:
         import timm
 
         parts.append(f"timm{timm.__version__}")
@@ -197,32 +169,12 @@ class SignatureStore:
 STORE = SignatureStore()
 
 
-def timm_candidates(keys: set[str]) -> list[str]:
-    """timm models whose pretrained config's first conv (and classifier, when the checkpoint has a head) exist."""
-    if not timm_models():
-        return []
-    from timm.models import get_pretrained_cfg
-
-    chosen = []
-    for name in timm_models():
-        cfg = get_pretrained_cfg(name)
-        if cfg is None or not cfg.first_conv:
-            continue
-        convs = [cfg.first_conv] if isinstance(cfg.first_conv, str) else list(cfg.first_conv)
-        if any(f"{conv}.weight" in keys for conv in convs):
-            chosen.append(TIMM_PREFIX + name)
-    return chosen
-
-
-def fingerprint(
-    shapes: Shapes, *, include_timm: bool = True, progress: Callable[[int, int], None] | None = None
-) -> FingerprintResult:
-    """Every candidate architecture whose keys and shapes equal the checkpoint's (wrapper prefixes ignored)."""
+def fingerprint(shapes: Shapes, *, progress: Callable[[int, int], None] | None = None) -> FingerprintResult:
+    """Every candidate architecture (each model family's, `ModelFamily.candidates`) whose keys and shapes equal the
+    checkpoint's (wrapper prefixes ignored)."""
     start = time.perf_counter()
     normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
-    archs = list(torchvision_classification_models()) + segmentation_candidates() + detection_candidates()
-    if include_timm:
-        archs += timm_candidates(set(normalized))
+    archs = [arch for family in families() for arch in family.candidates(set(normalized))]
     signatures, built = STORE.get_many(archs, progress)
     result = FingerprintResult(candidates=len(archs), built=built)
     by_head: dict[frozenset[str], list[Signature]] = {}
@@ -242,8 +194,7 @@ def read_arch_kwargs(arch: str, shapes: Shapes, progress: Callable[[int, int], N
     read off them as `fingerprint` reads every candidate: `arch` without and with its auxiliary head, compared
     with the same signatures. None when neither fits or the checkpoint has no head."""
     normalized = {strip_all_wrappers(k): tuple(s) for k, s in shapes.items()}
-    variants = [arch, arch + AUX_VARIANT] if _has_aux(arch) else [arch]
-    signatures, _ = STORE.get_many(variants, progress)
+    signatures, _ = STORE.get_many(family_of(arch).variants(arch), progress)
     for sig in filter(None, signatures):
         match = _match(sig, normalized, _body_hash(normalized, sig.head.keys()))
         if match is not None and match.num_classes is not None:

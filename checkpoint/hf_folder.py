@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import CheckpointError
-from modelship.contract.text import TOKENIZER_FILE, TokenizerSpec
+from modelship.contract.tokenizer import TOKENIZER_FILE, TokenizerSpec
 
 CONFIG_FILE = "config.json"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")

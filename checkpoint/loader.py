@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from typing import Any
 import torch
 
 from modelship.checkpoint.arch import build_model, is_registry_arch
-from modelship.checkpoint.detector import DetectorTensors, is_detector
+from modelship.checkpoint.families import adapt_model
 from modelship.checkpoint.fingerprint import default_num_classes
 from modelship.checkpoint.hf_folder import HFFolder, is_hf_checkpoint, read_hf_folder
 from modelship.checkpoint.keymap import (
@@ -24,7 +25,7 @@ from modelship.checkpoint.keymap import (
 )
 from modelship.checkpoint.load_report import LoadReport
 from modelship.checkpoint.matching import compare_keys, describe_problems, group_keys
-from modelship.checkpoint.metadata import checkpoint_metadata, read_sidecar
+from modelship.checkpoint.metadata import CheckpointMetadata, checkpoint_metadata, read_sidecar
 from modelship.checkpoint.reading import (
     RawCheckpoint,
     check_file,
@@ -33,12 +34,11 @@ from modelship.checkpoint.reading import (
     select_state_dict,
 )
 from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch, timm_train_args
-from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, PreprocessError, UsageError
-from modelship.contract.iospec import IOSpec
+from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
 from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.text import TokenizerSource
+from modelship.contract.tokenizer import TokenizerSource
 
 
 @dataclass
@@ -72,10 +72,14 @@ class LoadedModel:
     arch_kwargs: dict[str, Any]
     arch_source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint"
     checkpoint_sha256: str
-    metadata: dict[str, Any]  # io, preprocess, labels, ... from checkpoint/sidecar metadata, untouched
+    metadata: CheckpointMetadata  # io, preprocess, labels, task: from the checkpoint, its sidecar or its folder
     report: LoadReport
-    preprocess: PreprocessSpec | None = None  # the metadata's preprocessing spec, checked
     tokenizer: TokenizerSource | None = None  # a text model's tokenizer (Hugging Face folders)
+
+    @property
+    def preprocess(self) -> PreprocessSpec | None:
+        """The checkpoint's own preprocessing spec (its metadata's), checked."""
+        return self.metadata.preprocess
 
     def serving_spec(self) -> PreprocessSpec | None:
         """The spec to serve with: the checkpoint's own, else the one its model family implies (timm's
@@ -146,23 +150,12 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
         aligned = _align(state_dict, model, key_map, options, report, path)
         report.notes.append(inferred_note("num_classes", classes, "the head's weights", heads))
     _copy_weights(model, aligned)
-    if getattr(model, "aux_classifier", None) is not None and not options.keep_aux:
-        model.aux_classifier = None  # torchvision's segmentation models then return {"out"} alone
-        report.notes.append("the auxiliary head (aux_classifier, a training aid) is left out: --keep-aux exports it")
-    if is_detector(model):
-        model = DetectorTensors(model).eval()
-        report.notes.append(
-            f"detector: exported behind one tensor interface: a batch of images (RGB, 0..1) in; boxes, scores and "
-            f"labels padded to {model.max_detections} rows per image, and num (the valid rows), out"
-        )
+    adapted = adapt_model(model, keep_aux=options.keep_aux)  # behind the tensor interface of its task
+    model = adapted.model
+    report.notes += adapted.notes
     report.ok = True
-    metadata = {**sidecar_meta, **checkpoint_meta}
-    for key in ("arch", "arch_kwargs"):
-        metadata.pop(key, None)
-    preprocess = _check_metadata(metadata, report, path)
-    return LoadedModel(
-        model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report, preprocess
-    )
+    metadata = CheckpointMetadata.parse({**sidecar_meta, **checkpoint_meta}, str(path), report.notes)
+    return LoadedModel(model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report)
 
 
 def _hf_folder(options: LoadOptions, report: LoadReport) -> HFFolder | None:
@@ -185,7 +178,7 @@ def _load_hf_model(
     report: LoadReport,
 ) -> LoadedModel:
     """A Hugging Face checkpoint: the transformers class its config.json names, built from the config, its weights
-    matched strictly, behind the tensor interface of what feeds it (checkpoint.text_model, checkpoint.hf_vision)."""
+    matched strictly, behind the tensor interface of what feeds it (checkpoint.hf_text, checkpoint.hf_vision)."""
     from modelship.checkpoint.hf_build import build_hf_model, transformers_renames
 
     report.arch, report.arch_source = folder.arch, "flag" if options.arch else "config.json"
@@ -208,9 +201,8 @@ def _load_hf_model(
             f"{len(renames)} keys renamed as transformers renames them when it loads {folder.architecture} "
             f"(e.g. {first[0]} -> {first[1]})"
         )
-    metadata: dict[str, Any] = {"task": folder.task}
-    if folder.labels:
-        metadata["labels"], _ = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")
+    labels = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")[0] if folder.labels else None
+    metadata = CheckpointMetadata(labels=labels, task=folder.task)
     if folder.fed_by == "image":
         from modelship.checkpoint.hf_vision import image_spec, wrap_image_model
 
@@ -219,7 +211,7 @@ def _load_hf_model(
         report.notes.append(f"image model: pixel_values in, as {folder.processor.name} makes them; logits out")
         wrapped = wrap_image_model(model, folder)
         return LoadedModel(wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report)
-    from modelship.checkpoint.text_model import text_io, wrap_text_model
+    from modelship.checkpoint.hf_text import text_io, wrap_text_model
 
     wrapped = wrap_text_model(model, folder)
     report.ok = True
@@ -228,40 +220,11 @@ def _load_hf_model(
     )
     if folder.tokenizer is None:
         report.notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
-    metadata["io"] = text_io(folder, model).to_dict()
+    metadata = dataclasses.replace(metadata, io=text_io(folder, model))
     tokenizer = TokenizerSource(folder.tokenizer, folder.tokenizer_spec) if folder.tokenizer_spec else None
     return LoadedModel(
         wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report, tokenizer=tokenizer
     )
-
-
-def _check_metadata(metadata: dict[str, Any], report: LoadReport, path: Path) -> PreprocessSpec | None:
-    """Refuse metadata later steps cannot use (an unreadable 'io' or 'preprocess'), make labels one line each;
-    the preprocessing spec, typed."""
-    if metadata.get("io") is not None:
-        try:
-            IOSpec.from_dict(metadata["io"])
-        except ModelshipError as exc:
-            raise CheckpointError(f"{path}: metadata field 'io' is invalid: {exc}") from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise CheckpointError(
-                f"{path}: metadata field 'io' is not an I/O spec ({type(exc).__name__}: {exc})",
-                hint="see 'Metadata' in docs/checkpoints.md, or describe the inputs with --input",
-            ) from None
-    if metadata.get("labels") is not None:
-        metadata["labels"], changed = clean_labels(metadata["labels"], f"{path}: metadata field 'labels'")
-        if changed:
-            shown = ", ".join(map(str, changed[:8])) + (", ..." if len(changed) > 8 else "")
-            report.notes.append(f"labels {shown}: line breaks replaced by spaces (labels.txt has one line per class)")
-    if metadata.get("preprocess") is None:
-        return None
-    try:
-        return PreprocessSpec.from_dict(metadata["preprocess"])
-    except PreprocessError as exc:
-        raise CheckpointError(
-            f"{path}: metadata field 'preprocess' is invalid: {exc.message}",
-            hint=exc.hint or "see 'Metadata' in docs/checkpoints.md",
-        ) from None
 
 
 def _tensor_stats(state_dict: dict[str, torch.Tensor], report: LoadReport) -> None:

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modelship.checkpoint.arch import TIMM_PREFIX, canonical_arch, check_data_arch, is_registry_arch, timm_models
+from modelship.checkpoint.arch import canonical_arch, check_data_arch, is_registry_arch
+from modelship.checkpoint.families import family_of
+from modelship.checkpoint.families import timm_models as timm
 from modelship.checkpoint.fingerprint import AUX_HEAD, FingerprintResult, Match, fingerprint, read_arch_kwargs
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.checkpoint.matching import summarize
@@ -33,10 +35,10 @@ def timm_train_args(content: Any) -> dict[str, Any] | None:
     args = content.get("args") if isinstance(content, Mapping) else None
     if isinstance(args, argparse.Namespace):
         args = vars(args)
-    if not isinstance(args, Mapping) or not isinstance(args.get("model"), str) or not timm_models():
+    if not isinstance(args, Mapping) or not isinstance(args.get("model"), str) or not timm.models():
         return None
     kwargs = {"num_classes": args["num_classes"]} if isinstance(args.get("num_classes"), int) else {}
-    return {"arch": TIMM_PREFIX + args["model"], "arch_kwargs": kwargs}
+    return {"arch": timm.PREFIX + args["model"], "arch_kwargs": kwargs}
 
 
 def resolve_arch(
@@ -116,14 +118,14 @@ def _from_fingerprint(
 ) -> ArchChoice:
     result = fingerprint(shapes, progress=progress)
     searched = f"{result.candidates} candidate architectures ({result.seconds:.2f} s, {result.built} built now)"
-    torchvision = [m for m in result.matches if not m.arch.startswith(TIMM_PREFIX)]
-    tier = torchvision or result.matches
+    best = min((family_of(m.arch).preference for m in result.matches), default=0)
+    tier = [m for m in result.matches if family_of(m.arch).preference == best]  # torchvision before timm
     if len(tier) == 1:
         match = tier[0]
         others = [m.arch for m in result.matches if m is not match]
         if others:
             notes.append(
-                f"the same keys and shapes also fit {', '.join(others)}: torchvision is preferred; "
+                f"the same keys and shapes also fit {', '.join(others)}: {family_of(match.arch).name} is preferred; "
                 "pass --arch if the checkpoint was trained with one of those"
             )
         kwargs = {**match.arch_kwargs, **(flag_kwargs or {})}

@@ -19,7 +19,7 @@ from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.contract.manifest import Declined
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.text import TokenizerSource
+from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.io_resolve import ResolvedInputs, base_sizes
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps

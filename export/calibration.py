@@ -22,7 +22,7 @@ import numpy as np
 from modelship.contract.errors import PreprocessError, UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.text import TokenizerSource
+from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.spec import ExportSpec
 
 HOLD_OUT = 5  # every 5th input is held back for the verdict: 20%
@@ -133,7 +133,7 @@ def _batches(arrays: Sequence[np.ndarray], io: IOSpec, size: int) -> list[np.nda
 def text_split(path: Path, tokenizer: TokenizerSource) -> CalibrationSplit:
     """The non-empty lines of `path` through the export's tokenizer, split; a UsageError when there are too few."""
     from modelship.parity.text_sets import read_text_file
-    from modelship.preprocess.text import TextTokenizer
+    from modelship.preprocess.tokenizer import TextTokenizer
 
     lines = [line for line in read_text_file(path) if line.strip()]
     if len(lines) < MIN_IMAGES:

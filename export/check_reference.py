@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import ParityError, UsageError
-from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
+from modelship.contract.manifest import EXPORT_MANIFEST, Artifact, Manifest
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import RunResults, ToleranceConfig
@@ -162,7 +162,7 @@ def _rebuild(manifest: Manifest, folder: Path, checkpoint: Path | None, arch: st
 
     source = manifest.source
     if arch is None:
-        check_data_arch(source.arch, source.arch_kwargs, file=str(folder / MANIFEST_NAME), field="source.arch")
+        check_data_arch(source.arch, source.arch_kwargs, file=str(folder / EXPORT_MANIFEST), field="source.arch")
     path = checkpoint or _checkpoint_path(source.checkpoint, folder)
     options = LoadOptions(
         checkpoint=path,
@@ -181,6 +181,6 @@ def _checkpoint_path(recorded: str, folder: Path) -> Path:
         if candidate.is_file() or candidate.is_dir():  # a folder: a Hugging Face checkpoint
             return candidate
     raise ParityError(
-        f"checkpoint {recorded} recorded in {folder / MANIFEST_NAME} not found",
+        f"checkpoint {recorded} recorded in {folder / EXPORT_MANIFEST} not found",
         hint="pass it with --checkpoint, or use --against golden",
     )

@@ -1,8 +1,9 @@
 """Work out a model's input and output specs: from `--input` flags, checkpoint metadata or the architecture.
 
 Inputs, first match wins: `--input` flags; the checkpoint's metadata "io"; an image input shaped from the model
-itself (torchvision ViT `image_size`, timm `pretrained_cfg["input_size"]`, torchvision's default weights' crop size,
-else 224, with the channel count of the first convolution). Input names default to forward()'s argument names.
+itself (its `image_size` attribute, else its model family's: timm `pretrained_cfg["input_size"]`, torchvision's
+default weights' crop size; else 224), with the channel count of the first convolution. Input names default to
+forward()'s argument names.
 
 Outputs are found by running the model: names by `export.outputs.flatten_outputs`, and every output dimension that
 changes when one dynamic input axis changes gets that axis' name (or `<output>_<axis>` when it changes with the
@@ -14,7 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -119,19 +120,19 @@ def resolve_inputs(
     model: nn.Module,
     *,
     arch: str | None = None,
-    metadata: dict[str, Any] | None = None,
+    io: IOSpec | None = None,
     preprocess: PreprocessSpec | None = None,
     input_options: Sequence[InputOption | str] = (),
     dynamic: Sequence[str] = (),
 ) -> ResolvedInputs:
-    """Input specs with "batch" leading every input, plus `dynamic` axes made dynamic (see module doc)."""
+    """Input specs with "batch" leading every input, plus `dynamic` axes made dynamic (see module doc); `io` is the
+    checkpoint metadata's."""
     if input_options:
         parsed = [parse_input_option(o) if isinstance(o, str) else o for o in input_options]
         resolved = ResolvedInputs(
             tuple(spec for spec, _ in parsed), {k: v for _, s in parsed for k, v in s.items()}, "flag"
         )
-    elif metadata and metadata.get("io"):
-        io = IOSpec.from_dict(metadata["io"])
+    elif io is not None:
         resolved = ResolvedInputs(io.inputs, {}, "metadata")
     else:
         resolved = _image_inputs(model, arch, preprocess)
@@ -160,32 +161,18 @@ def _image_inputs(model: nn.Module, arch: str | None, preprocess: PreprocessSpec
 
 
 def image_size(model: nn.Module, arch: str | None, preprocess: PreprocessSpec | None = None) -> tuple[int, int]:
-    """(height, width) the model expects: its own attribute, the crop of the checkpoint's own preprocessing spec,
-    timm's pretrained_cfg, torchvision's weights, else 224."""
-    own = getattr(model, "image_size", None)  # torchvision VisionTransformer
+    """(height, width) the model expects: its own `image_size` attribute (torchvision's VisionTransformer), the crop
+    of the checkpoint's own preprocessing spec, its model family's (timm's pretrained_cfg, torchvision's weights),
+    else 224."""
+    from modelship.checkpoint.families import family_of
+
+    own = getattr(model, "image_size", None)
     if isinstance(own, int):
         return own, own
     if preprocess is not None and preprocess.output_hw:
         return preprocess.output_hw
-    cfg = getattr(model, "pretrained_cfg", None)  # timm
-    if isinstance(cfg, dict) and cfg.get("input_size"):
-        _, height, width = cfg["input_size"]
-        return int(height), int(width)
-    crop = _torchvision_crop_size(arch)
-    return (crop, crop) if crop else (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
-
-
-def _torchvision_crop_size(arch: str | None) -> int | None:
-    if not arch or not arch.isidentifier():  # "timm/NAME" and "pkg.mod:Factory" are not torchvision names
-        return None
-    from torchvision.models import get_model_weights
-
-    try:
-        weights = get_model_weights(arch).DEFAULT  # reading the enum downloads nothing
-    except (ValueError, AttributeError):
-        return None
-    crop = getattr(weights.transforms, "keywords", {}).get("crop_size")
-    return int(crop) if isinstance(crop, int) else None
+    known = family_of(arch).input_size(model, arch) if arch else None
+    return known or (DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE)
 
 
 def _apply_dynamic(resolved: ResolvedInputs, dynamic: Sequence[str], forward_arity: int) -> ResolvedInputs:

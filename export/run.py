@@ -22,6 +22,7 @@ from torch import nn
 
 from modelship import __version__
 from modelship.checkpoint.detector import score_threshold
+from modelship.checkpoint.metadata import CheckpointMetadata
 from modelship.contract.artifacts import (
     EXPORT_FILES,
     GOLDEN_FILE,
@@ -36,8 +37,8 @@ from modelship.contract.manifest import Artifact, Declined, ExportFile, Manifest
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.staging import Plan, commit, staging_folder, sweep, writable_parent
-from modelship.contract.text import TokenizerSource
+from modelship.contract.staging import StagedChanges, commit, staging_folder, sweep, writable_parent
+from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.build import Build, BuiltArtifact, Finish, Verification, make_verification
 from modelship.export.formats import exporters_for
 from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
@@ -64,7 +65,7 @@ def run_export(
     spec: ExportSpec,
     *,
     source: Source,
-    metadata: dict[str, Any] | None = None,
+    metadata: CheckpointMetadata | None = None,
     preprocess: PreprocessSpec | None = None,
     sidecar: dict[str, Any] | None = None,
     steps: Steps | None = None,
@@ -72,11 +73,11 @@ def run_export(
 ) -> ExportResult:
     """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
 
-    `metadata` is the checkpoint's metadata (may hold "io", "labels"); `preprocess` the model's preprocessing spec
+    `metadata` is the checkpoint's metadata (its io, labels, task); `preprocess` the model's preprocessing spec
     when known (the loader's `LoadedModel.preprocess`); `sidecar` is written as checkpoint.json beside the
     artifacts; `tokenizer` (a text model's) feeds the verification real sentences and is copied into the export.
     """
-    metadata = dict(metadata or {})
+    metadata = metadata or CheckpointMetadata()
     dest = spec.out_dir
     refuse_existing(dest, spec.force)
     target = runtime_target(spec.triton)
@@ -166,7 +167,7 @@ def run_export(
             artifacts=artifacts,
             task=task.name,
             preprocess=preprocess,
-            labels=(metadata.get("labels") or default_labels(source.arch, io.outputs[0])) if task.labels else None,
+            labels=(metadata.labels or default_labels(source.arch, io.outputs[0])) if task.labels else None,
             tokenizer=tokenizer.spec if tokenizer is not None else None,
             files=files,
             score_threshold=spec.score_threshold,
@@ -192,7 +193,7 @@ def _copy_tokenizer(tokenizer: TokenizerSource, staging: Path) -> ExportFile:
 
 
 def _resolve(
-    model: nn.Module, spec: ExportSpec, source: Source, metadata: dict[str, Any], preprocess: PreprocessSpec | None
+    model: nn.Module, spec: ExportSpec, source: Source, metadata: CheckpointMetadata, preprocess: PreprocessSpec | None
 ) -> tuple[ResolvedInputs, IOSpec, Task]:
     """The inputs, the outputs they give and the task; a task whose models take images of any size (segmentation)
     gets its dynamic axes when the inputs come from the architecture and --dynamic said nothing."""
@@ -201,7 +202,7 @@ def _resolve(
         resolved = resolve_inputs(
             model,
             arch=source.arch,
-            metadata=metadata,
+            io=metadata.io,
             preprocess=preprocess,
             input_options=spec.input_options,
             dynamic=dynamic,
@@ -209,7 +210,7 @@ def _resolve(
         return resolved, discover_outputs(model, resolved)
 
     resolved, io = resolve(spec.dynamic)
-    task = choose_task(io, spec.task or metadata.get("task"))
+    task = choose_task(io, spec.task or metadata.task)
     if task.dynamic and not spec.dynamic and resolved.source == "architecture":
         resolved, io = resolve(task.dynamic)
     return resolved, io, task
@@ -300,7 +301,7 @@ def _move_into_place(staging: Path, dest: Path, force: bool) -> None:
     existing export is moved aside in the same commit and deleted once the new one is in place."""
     if dest.exists() and not force:
         refuse_existing(dest, force)
-    plan = Plan(staging_folder(dest.parent, dest.name, "replaced"))
+    plan = StagedChanges(staging_folder(dest.parent, dest.name, "replaced"))
     if dest.exists():
         plan.remove(dest)
     plan.new(staging, dest)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from modelship.contract.errors import ExportError
-from modelship.contract.text import TokenizerSource
-from modelship.preprocess.text import TextTokenizer, sentences
+from modelship.contract.tokenizer import TokenizerSource
+from modelship.preprocess.tokenizer import TextTokenizer, sentences
 
 PAD_EXTRA = 8
 PADDING_ATOL = 1e-4  # float32 noise of attention over a longer (masked) sequence

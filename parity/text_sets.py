@@ -3,7 +3,7 @@ the way that side really runs.
 
 - Reference: transformers' own tokenizer (`AutoTokenizer` on the checkpoint's folder, `padding=True,
   truncation=True, max_length` as recorded), then eager PyTorch.
-- Candidates: modelship's tokenizer (`preprocess.text` on the export's tokenizer.json), then the artifact; a served
+- Candidates: modelship's tokenizer (`preprocess.tokenizer` on the export's tokenizer.json), then the artifact; a served
   `NAME_pipeline` gets the texts themselves (its server tokenizes).
 
 A set holds at most `SET_SIZE` texts, so a served pipeline answers each set in one request (each request is padded
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from modelship.contract.errors import UsageError
-from modelship.contract.text import TokenizerSpec
+from modelship.contract.tokenizer import TokenizerSpec
 from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
 
 TEXTS = "texts"  # the input-set key holding raw texts
@@ -94,7 +94,7 @@ def transformers_tokenize(folder: Path, spec: TokenizerSpec) -> Tokenize:
 
 def modelship_tokenize(path: Path, spec: TokenizerSpec) -> Tokenize:
     """Candidate side: modelship's tokenizer on the export's tokenizer.json."""
-    from modelship.preprocess.text import TextTokenizer
+    from modelship.preprocess.tokenizer import TextTokenizer
 
     tokenizer = TextTokenizer(path, spec)
     return lambda texts: tokenizer.encode(texts)

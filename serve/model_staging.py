@@ -21,7 +21,7 @@ def config_path(repo: Path, model_name: str) -> Path:
 
 
 def install(
-    plan: repository.Plan,
+    plan: repository.StagedChanges,
     repo: Path,
     model_name: str,
     number: int,

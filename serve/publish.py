@@ -61,7 +61,7 @@ from modelship.serve.triton_config import (
 from modelship.tasks import get_task
 
 DEFAULT_REPO = Path("model_repo")
-MANIFEST_FILE = "modelship.json"
+PUBLISHED_RECORD = "modelship.json"  # a published version folder's record (an export folder holds manifest.json)
 _CHUNK = 1 << 20
 
 
@@ -146,7 +146,8 @@ def publish_export(
     pipe, note = pipeline_plan(manifest, chosen, model_names, base, pipeline, task)
     result.notes += [note] if note else []
     with repository.locked(repo):
-        staged = _Staging(repository.Plan(repository.staging_dir(repo)), repo, options, version, label_list, task.name)
+        changes = repository.StagedChanges(repository.staging_dir(repo))
+        staged = _Staging(changes, repo, options, version, label_list, task.name)
         for art in chosen:
             result.models.append(_stage(staged, export_dir, manifest, art, model_names[art.name]))
         if isinstance(pipe, TextPipelinePlan):
@@ -162,7 +163,7 @@ class _Staging:
     """What every model staged by one publish shares: the commit plan, the repository, how models are served,
     the version asked for and the labels."""
 
-    plan: repository.Plan
+    plan: repository.StagedChanges
     repo: Path
     options: ServingOptions
     version: int | None
@@ -204,7 +205,7 @@ def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact
         record_dict = record.to_dict() | {
             "published": {"model": model_name, "version": number, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         }
-        (version_dir / MANIFEST_FILE).write_text(json.dumps(record_dict, indent=2) + "\n")
+        (version_dir / PUBLISHED_RECORD).write_text(json.dumps(record_dict, indent=2) + "\n")
 
     model_files: dict[str, str | bytes] = {CONFIG_FILE: to_text(config)}
     if labels:
@@ -274,7 +275,7 @@ def _stage_ensemble(
 
     def version_files(version_dir: Path) -> None:  # an ensemble has no files; a record keeps the folder in S3 too
         version_dir.mkdir(parents=True)
-        (version_dir / MANIFEST_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        (version_dir / PUBLISHED_RECORD).write_text(json.dumps(record, indent=2) + "\n")
 
     path = install(staged.plan, staged.repo, name, number, version_files, files)
     return PublishedModel(name, "pipeline", number, path, config_path(staged.repo, name), sha256)

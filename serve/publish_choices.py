@@ -8,7 +8,7 @@ from pathlib import Path
 from modelship.contract.artifacts import PLATFORMS
 from modelship.contract.errors import PublishError
 from modelship.contract.labels import clean_labels
-from modelship.contract.manifest import MANIFEST_NAME, Artifact, Manifest
+from modelship.contract.manifest import EXPORT_MANIFEST, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
 from modelship.serve import repository
 from modelship.serve.ensemble import (
@@ -111,7 +111,7 @@ def publish_labels(manifest: Manifest, path: Path | None, export_dir: Path, task
     if path is None:
         if manifest.labels is None:
             return None
-        return clean_labels(manifest.labels, f"{export_dir / MANIFEST_NAME}: field 'labels'")[0]
+        return clean_labels(manifest.labels, f"{export_dir / EXPORT_MANIFEST}: field 'labels'")[0]
     try:
         lines = [line.strip() for line in Path(path).read_text().splitlines()]
     except (OSError, UnicodeDecodeError) as exc:

@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 from modelship.contract import staging
 from modelship.contract.errors import PublishError, os_failure
 from modelship.contract.names import check_name
-from modelship.contract.staging import JOURNAL, Plan, roll_back
+from modelship.contract.staging import JOURNAL, StagedChanges, roll_back
 
 LOCK_TIMEOUT_S = 300
 
@@ -137,6 +137,6 @@ def recover(repo: Path) -> list[str]:
     return restored
 
 
-def commit(plan: Plan) -> None:
+def commit(plan: StagedChanges) -> None:
     """Apply one publish's plan all or nothing (contract.staging.commit); a PublishError names what failed."""
     staging.commit(plan, _unwritable)

@@ -23,7 +23,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Artifact
-from modelship.contract.text import TokenizerSpec
+from modelship.contract.tokenizer import TokenizerSpec
 from modelship.serve.ensemble import PIPELINE_SUFFIX, ensemble_config, on_cpu, stage_python_model
 from modelship.serve.triton_config import ServingOptions, triton_names
 
@@ -34,8 +34,8 @@ TEXT_VENDORED = (  # what model.py imports: numpy and tokenizers only (modelship
     "modelship",
     "modelship.contract",
     "modelship.contract.errors",
-    "modelship.contract.text",
-    "modelship.preprocess.text",
+    "modelship.contract.tokenizer",
+    "modelship.preprocess.tokenizer",
 )
 
 

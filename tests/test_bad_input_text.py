@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from text_folders import save_classifier
 
-from modelship.contract.manifest import MANIFEST_NAME, Manifest, sha256_file
+from modelship.contract.manifest import EXPORT_MANIFEST, Manifest, sha256_file
 from modelship.serve.model_info import ModelInfo, TensorInfo
 from modelship.serve.text_pipeline import TEXT
 from modelship.serve.triton_config import PARAM_TASK
@@ -79,9 +79,9 @@ def test_the_tokenizer_is_part_of_the_exports_integrity(export: Path, tmp_path: 
     expect_failure(["publish", swapped, "--repo", repo], names=changed, untouched=[repo, swapped])
     expect_failure(["parity", swapped, "--against", "golden"], names=changed, untouched=[swapped])
     unrecorded = shutil.copytree(export, tmp_path / "unrecorded")
-    data = json.loads((unrecorded / MANIFEST_NAME).read_text())
+    data = json.loads((unrecorded / EXPORT_MANIFEST).read_text())
     del data["files"]
-    (unrecorded / MANIFEST_NAME).write_text(json.dumps(data))
+    (unrecorded / EXPORT_MANIFEST).write_text(json.dumps(data))
     expect_failure(["publish", unrecorded, "--repo", repo], names=["tokenizer.json", "no sha256", "re-export"])
     assert invoke("publish", export, "--repo", repo).exit_code == 0
 

@@ -17,7 +17,7 @@ from modelship.bench.peer import PEERS, PeerServer, PyTritonPeer, peer_sender
 from modelship.bench.repeated import FAULT_RATIO, PointsInRound, Repetition, Round, interleaved, relative_error
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
-from modelship.bench.workspace import Plan
+from modelship.bench.workspace import BenchPlan
 
 
 def stats(throughput: float) -> LoadStats:
@@ -101,7 +101,7 @@ def model(tmp_path_factory: pytest.TempPathFactory):
 
 def test_the_worker_never_imports_torch_and_agrees_with_a_standalone_program(model) -> None:
     path, inputs, expected = model
-    plan = Plan.quick_plan()
+    plan = BenchPlan.quick_plan()
     with InProcess(path) as worker:  # InProcess refuses a worker that imported torch
         np.testing.assert_allclose(worker.outputs(inputs)["y"], expected, atol=1e-5)
         measured = worker.measure(inputs, plan)
@@ -164,7 +164,7 @@ def test_the_worker_runs_an_image_pipeline_per_request_with_onnx_runtime_or_torc
     with torch.inference_mode():
         mask = class_mask(scorer(torch.from_numpy(pixels))[0].numpy(), (30, 40))[None]
         boxes = _Boxes()(torch.from_numpy(pixels))["boxes"].numpy()
-    plan = Plan.quick_plan()
+    plan = BenchPlan.quick_plan()
     for path, runtime, mask_it, expected in (
         (tmp_path / "seg.onnx", {}, True, mask),
         (tmp_path / "det.pt", {"torchscript_output": "boxes"}, False, boxes),

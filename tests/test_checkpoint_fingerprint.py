@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from modelship.checkpoint.arch import build_on_meta, torchvision_classification_models
+from modelship.checkpoint.arch import build_on_meta
+from modelship.checkpoint.families.torchvision_models import models as torchvision_models
 from modelship.checkpoint.fingerprint import fingerprint
 from modelship.checkpoint.resolve import resolve_arch
 from modelship.contract.errors import ArchitectureError
@@ -50,7 +51,7 @@ def test_unrecognised_says_what_to_pass():
 
 @pytest.mark.slow
 def test_every_torchvision_classification_model_is_recognised(report_figure):
-    names = torchvision_classification_models()
+    names = torchvision_models("classification")
     assert len(names) >= 80
     start = time.perf_counter()
     wrong = {}

@@ -7,6 +7,7 @@ import torch
 import torchvision
 
 from modelship.checkpoint import LoadOptions, load_model, write_sidecar
+from modelship.contract.preprocessing import PreprocessSpec
 from tests.checkpoint_factory import FORMS, outputs, prefixed, realistic, save_form, signature_cache
 
 pytestmark = pytest.mark.usefixtures(signature_cache.__name__)
@@ -72,7 +73,7 @@ def test_metadata_in_checkpoint_and_passthrough(tmp_path, resnet):
     path = save_form(tmp_path / "meta.pt", model.state_dict(), "training", **extra)
     loaded = load_model(LoadOptions(path))
     assert loaded.arch_source == "checkpoint"
-    assert loaded.metadata == {"labels": extra["labels"]}
+    assert loaded.metadata.to_dict() == {"labels": extra["labels"]}
     assert torch.equal(outputs(loaded.model, example), expected)
 
 
@@ -95,10 +96,10 @@ def test_sidecar(tmp_path):
     path = save_form(tmp_path / "m.pth", model.state_dict(), "bare")
     write_sidecar(path, "mobilenet_v3_small", {"num_classes": 5}, preprocess={"resize": 256})
     loaded = load_model(LoadOptions(path))
-    assert (loaded.arch, loaded.arch_source, loaded.metadata) == (
+    assert (loaded.arch, loaded.arch_source, loaded.preprocess) == (
         "mobilenet_v3_small",
         "sidecar",
-        {"preprocess": {"resize": 256}},
+        PreprocessSpec(resize=256),
     )
     assert torch.equal(outputs(loaded.model, example), outputs(model, example))
 

@@ -90,7 +90,7 @@ def test_image_size_follows_torchvision_weights_vit_attribute_and_timm_cfg():
 
 def test_metadata_io_is_used_when_no_flag():
     io = IOSpec((TensorSpec("pixels", ("batch", 1, 8, 8)),))
-    resolved = resolve_inputs(nn.Conv2d(1, 2, 3), metadata={"io": io.to_dict()})
+    resolved = resolve_inputs(nn.Conv2d(1, 2, 3), io=io)
     assert resolved.inputs == io.inputs and resolved.source == "metadata"
 
 

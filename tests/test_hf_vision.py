@@ -179,13 +179,18 @@ def test_a_folder_without_its_processor_or_with_custom_code_is_refused(
 
 @pytest.fixture
 def toy_family() -> Iterator[ModelFamily]:
-    """A family registered from inside the test: it owns one factory's import path, and knows that model's
+    """A family registered from inside the test: it owns the names `toy/...`, builds them, and knows their
     preprocessing and labels."""
+    from tests.checkpoint_factory import make_tinynet
+
     spec = PreprocessSpec(resize=40, crop=32, mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
     family = register_family(
         ModelFamily(
             "toy",
-            owns=lambda arch: arch == "tests.checkpoint_factory:make_tinynet",
+            owns=lambda arch: arch.startswith("toy/"),
+            canonical=lambda name: name if name == "toy/tiny" else None,
+            known=lambda: ["toy/tiny"],
+            build=lambda arch: make_tinynet,
             serving_spec=lambda model, arch, checkpoint: spec,
             labels=lambda arch, classes: [f"toy {i}" for i in range(classes)],
         )
@@ -199,7 +204,7 @@ def test_a_registered_family_is_reached_through_export_model(toy_family: ModelFa
 
     checkpoint = tmp_path / "tiny.pt"
     torch.save(make_tinynet().state_dict(), checkpoint)
-    arch = "tests.checkpoint_factory:make_tinynet"
+    arch = "toy/tiny"
     assert family_of(arch) is toy_family and family_of("resnet50").name == "torchvision"
     result = invoke("export", checkpoint, "--arch", arch, "--onnx", "--out", tmp_path, "--json")
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from modelship.contract.errors import ExportError, os_failure
-from modelship.contract.staging import Plan, commit, staging_folder, sweep
+from modelship.contract.staging import StagedChanges, commit, staging_folder, sweep
 
 
 def failure(path: Path, exc: OSError) -> ExportError:
@@ -27,7 +27,7 @@ def folder_with(parent: Path, name: str, text: str) -> Path:
 def test_replacing_a_folder_swaps_it_in_one_commit(tmp_path: Path) -> None:
     dest = folder_with(tmp_path, "export", "old")
     new = folder_with(tmp_path, "new", "new")
-    plan = Plan(staging_folder(tmp_path, "export", "replaced"))
+    plan = StagedChanges(staging_folder(tmp_path, "export", "replaced"))
     plan.remove(dest)
     plan.new(new, dest)
     commit(plan, failure)
@@ -36,7 +36,7 @@ def test_replacing_a_folder_swaps_it_in_one_commit(tmp_path: Path) -> None:
 
 def test_an_error_part_way_puts_everything_back(tmp_path: Path) -> None:
     dest = folder_with(tmp_path, "export", "old")
-    plan = Plan(staging_folder(tmp_path, "export", "replaced"))
+    plan = StagedChanges(staging_folder(tmp_path, "export", "replaced"))
     plan.remove(dest)
     plan.new(tmp_path / "missing", dest)  # the second rename fails
     with pytest.raises(ExportError, match="cannot move"):
@@ -52,7 +52,7 @@ def test_a_dead_processs_half_applied_plan_is_rolled_back_by_the_next_sweep(tmp_
 import os
 from pathlib import Path
 from modelship.contract import staging
-plan = staging.Plan(staging.staging_folder(Path({str(tmp_path)!r}), "export", "replaced"))
+plan = staging.StagedChanges(staging.staging_folder(Path({str(tmp_path)!r}), "export", "replaced"))
 plan.remove(Path({str(dest)!r}))
 plan.new(Path({str(new)!r}), Path({str(dest)!r}))
 staging._write_journal(plan.folder / staging.JOURNAL, plan.changes, done=False)

@@ -14,9 +14,9 @@ from text_folders import ENTITIES, MINILM, SENTIMENT, save_classifier
 
 from modelship.contract.errors import ExportError
 from modelship.contract.manifest import Manifest
-from modelship.contract.text import TokenizerSpec
+from modelship.contract.tokenizer import TokenizerSpec
 from modelship.export.text_inputs import TextSets, check_padding
-from modelship.preprocess.text import TextTokenizer, sentences
+from modelship.preprocess.tokenizer import TextTokenizer, sentences
 from modelship.serve.client import TritonClient
 from tests.cli_contract import expect_failure, invoke
 

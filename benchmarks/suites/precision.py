@@ -116,7 +116,7 @@ def _image_inputs(export: Path, photos: Path) -> dict[int, dict[str, np.ndarray]
 
 
 def _text_inputs(export: Path) -> dict[int, dict[str, np.ndarray]]:
-    from modelship.preprocess.text import TextTokenizer
+    from modelship.preprocess.tokenizer import TextTokenizer
 
     manifest = Manifest.read(export)
     assert manifest.tokenizer is not None

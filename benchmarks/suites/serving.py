@@ -5,7 +5,7 @@ pairs (served, in-process, served, ...: repeated.interleaved) and reported as th
 flagged when it cannot be true (served faster than in-process) or stays imprecise. The peers (peer.PEERS: the
 do-it-yourself FastAPI + uvicorn + ONNX Runtime server, PyTriton around the same session) are measured the same way
 at the same points, with modelship / peer beside them. A model whose speed depends on the process it runs in (a 1 ms
-inference: `Plan.rounds_for`) has its points spread over rounds, each with a fresh server, worker and
+inference: `BenchPlan.rounds_for`) has its points spread over rounds, each with a fresh server, worker and
 peers (repeated.Round). perf_analyzer measures one point as well, interleaved with the load generator, to show both
 agree."""
 
@@ -25,7 +25,7 @@ from modelship.bench.repeated import PointsInRound, RepeatedPoint, Round, interl
 from modelship.bench.report import Row
 from modelship.bench.stats import LoadStats
 from modelship.bench.tuning import set_intra_op_threads
-from modelship.bench.workspace import MODELS, Plan, Workspace, sample_inputs
+from modelship.bench.workspace import MODELS, BenchPlan, Workspace, sample_inputs
 from modelship.serve.server import TritonServer
 
 SUITE = "serving"
@@ -118,7 +118,7 @@ def _model_rows(
 def point_row(
     case: str,
     point: RepeatedPoint,
-    plan: Plan,
+    plan: BenchPlan,
     ratio_of: str = "served / in-process throughput",
     *,
     flags: list[str] | None = None,

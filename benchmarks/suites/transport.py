@@ -1,5 +1,5 @@
 """Transport: one 8x3x224x224 fp32 request (4.8 MB) over gRPC, binary HTTP and system shared memory (inputs and
-outputs in /dev/shm regions registered with the server), the protocols `Plan.transport_protocols` names, at
+outputs in /dev/shm regions registered with the server), the protocols `BenchPlan.transport_protocols` names, at
 concurrency 1, each against in-process ONNX Runtime on the same inputs in interleaved pairs (repeated.interleaved),
 so that drift on the machine hits both sides. The small model keeps compute low so that the cost of moving the
 tensor shows."""

@@ -3,9 +3,13 @@ factory, registered on import."""
 
 from modelship.checkpoint.families import factories, hf_models, timm_models, torchvision_models
 from modelship.checkpoint.families.registry import (
+    AUX_VARIANT,
     FAMILIES,
+    Adapted,
     ModelFamily,
     ReferenceTransform,
+    adapt_model,
+    families,
     family_of,
     register_family,
     unregister_family,
@@ -14,10 +18,14 @@ from modelship.checkpoint.families.registry import (
 BUILT_IN = (torchvision_models.FAMILY, timm_models.FAMILY, hf_models.FAMILY, factories.FAMILY)
 
 __all__ = [
+    "AUX_VARIANT",
     "BUILT_IN",
     "FAMILIES",
+    "Adapted",
     "ModelFamily",
     "ReferenceTransform",
+    "adapt_model",
+    "families",
     "family_of",
     "register_family",
     "unregister_family",

@@ -3,6 +3,16 @@ only its library knows, in the spirit of torchvision's weights API where a build
 travel together.
 
 A family entry declares, for the canonical architecture names it owns:
+- `canonical`, `known`: its spelling of a name as given (`resnet50`, `timm/NAME`, `pkg.module:Factory`), and every
+  name it builds (close matches for a typo);
+- `build`: the factory that builds a name from keyword arguments, randomly initialised, nothing downloaded;
+- `candidates`, `variants`, `default_classes`, `preference`: which checkpoints it claims and how sure: the names whose
+  weights could be a checkpoint's keys (the fingerprint builds each once), a name's own builds (a segmenter with its
+  auxiliary head), the class count a name builds by default, and which family wins when weights fit two;
+- `adapt`: a built model of its library behind modelship's tensor interface for its task (a detector's one-tensor
+  interface, a segmenter without its training-only auxiliary head), with notes for the load report; every family
+  adapts every loaded model (a user's factory may return a torchvision detector), leaving others as they are;
+- `input_size`: the image size its models take, when the model or its config says;
 - `serving_spec`: the preprocessing its own config implies (stored in the manifest), when the checkpoint has none;
 - `reference_transform`: the library's own per-image transform, which `parity --images` runs eager PyTorch through
   and compares modelship's preprocessing against;
@@ -16,13 +26,15 @@ fallback family's (a user's factory, `package.module:Factory`). A new family is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import UsageError
 from modelship.contract.preprocessing import PreprocessSpec
+
+AUX_VARIANT = "+aux"  # a candidate name's suffix: the model built with its auxiliary head (aux_loss=True)
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,26 @@ def _nothing(*_: Any) -> None:
     return None
 
 
+def _no_names(*_: Any) -> list[str]:
+    return []
+
+
+def _itself(arch: str) -> list[str]:
+    return [arch]
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """A built model behind modelship's tensor interface, and what was changed to put it there."""
+
+    model: Any
+    notes: tuple[str, ...] = ()
+
+
+def _as_is(model: Any, keep_aux: bool) -> Adapted:
+    return Adapted(model)
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """What one source of models knows about its own (see the module doc). The callables take the built model (or
@@ -44,6 +76,16 @@ class ModelFamily:
 
     name: str
     owns: Callable[[str], bool]
+    canonical: Callable[[str], str | None] = _nothing
+    known: Callable[[], Sequence[str]] = _no_names
+    build: Callable[[str], Callable[..., Any]] | None = None  # None: its models are built from their folder
+    candidates: Callable[[set[str]], list[str]] = _no_names
+    variants: Callable[[str], list[str]] = _itself
+    default_classes: Callable[[str], int | None] = _nothing
+    preference: int = 0
+    registry: bool = False  # builds from the name alone: its default class count is known, weights can pick a name
+    adapt: Callable[[Any, bool], Adapted] = _as_is
+    input_size: Callable[[Any, str], tuple[int, int] | None] = _nothing
     serving_spec: Callable[[Any, str, Path], PreprocessSpec | None] = _nothing
     reference_transform: Callable[[Any, str, Path], ReferenceTransform | None] = _nothing
     labels: Callable[[str, int], list[str] | None] = _nothing
@@ -64,13 +106,27 @@ def unregister_family(name: str) -> None:
     FAMILIES.pop(name, None)
 
 
+def families() -> list[ModelFamily]:
+    """Every registered family, in the order they are asked (by preference, then as registered)."""
+    return sorted(FAMILIES.values(), key=lambda family: family.preference)
+
+
+def adapt_model(model: Any, *, keep_aux: bool = False) -> Adapted:
+    """`model` through every family's `adapt`: behind modelship's tensor interface, whichever library built it."""
+    notes: list[str] = []
+    for family in families():
+        adapted = family.adapt(model, keep_aux)
+        model = adapted.model
+        notes += adapted.notes
+    return Adapted(model, tuple(notes))
+
+
 def family_of(arch: str) -> ModelFamily:
     """The family that owns the canonical architecture name `arch`."""
-    families = list(FAMILIES.values())
-    for family in families:
+    for family in families():
         if not family.fallback and family.owns(arch):
             return family
-    fallback = next((f for f in families if f.fallback), None)
+    fallback = next((f for f in families() if f.fallback), None)
     if fallback is None:
         raise UsageError(f"no model family owns the architecture {arch!r}")
     return fallback

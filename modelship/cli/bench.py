@@ -208,9 +208,9 @@ def _restricted(baseline: Baseline, suites: tuple[str, ...] | list[str]) -> Base
 def _measure(chosen: list[str], quick: bool, work_dir: Path | None) -> Report:
     from modelship.bench.report import Report, machine_info
     from modelship.bench.suites import SUITES, suite
-    from modelship.bench.workspace import Plan, Workspace
+    from modelship.bench.workspace import BenchPlan, Workspace
 
-    plan = Plan.quick_plan() if quick else Plan.full()
+    plan = BenchPlan.quick_plan() if quick else BenchPlan.full()
     console = make_console(stderr=True)
     started = datetime.now()
     began = time.perf_counter()

@@ -295,7 +295,7 @@ def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
         "arch": loaded.arch,
         "arch_kwargs": loaded.arch_kwargs,
         "arch_source": loaded.arch_source,
-        "metadata": loaded.metadata,
+        "metadata": loaded.metadata.to_dict(),
         "load_report": loaded.report.to_dict(),
     }
 

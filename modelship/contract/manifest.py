@@ -19,9 +19,9 @@ from modelship.contract.iospec import IOSpec
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.text import TokenizerSpec
+from modelship.contract.tokenizer import TokenizerSpec
 
-MANIFEST_NAME = "manifest.json"
+EXPORT_MANIFEST = "manifest.json"  # an export folder's manifest (a published version folder holds modelship.json)
 SCHEMA_VERSION = 1
 DEFAULT_TASK = "classification"  # the task of manifests written before tasks were recorded (modelship.tasks)
 
@@ -188,7 +188,7 @@ class Manifest:
         reasons = [r for f in self.files if (r := file_change(folder, f.file, f.sha256, f"the {f.role}"))]
         if self.tokenizer is not None and self.tokenizer.file not in {f.file for f in self.files}:
             reasons.append(
-                f"{self.tokenizer.file} has no sha256 in {MANIFEST_NAME} (exported before tokenizers were hashed), "
+                f"{self.tokenizer.file} has no sha256 in {EXPORT_MANIFEST} (exported before tokenizers were hashed), "
                 "so it cannot be checked (re-export)"
             )
         if reasons:
@@ -242,15 +242,15 @@ class Manifest:
         )
 
     def write(self, folder: Path) -> Path:
-        path = Path(folder) / MANIFEST_NAME
+        path = Path(folder) / EXPORT_MANIFEST
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
         return path
 
     @classmethod
     def read(cls, folder: Path) -> Manifest:
-        path = Path(folder) / MANIFEST_NAME
+        path = Path(folder) / EXPORT_MANIFEST
         if not path.is_file():
-            raise ModelshipError(f"{folder}: no {MANIFEST_NAME} here", hint="pass a folder written by export-model")
+            raise ModelshipError(f"{folder}: no {EXPORT_MANIFEST} here", hint="pass a folder written by export-model")
         try:
             return cls.from_dict(json.loads(path.read_text()))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

@@ -38,12 +38,12 @@ class PreprocessSpec:
     """Resize, center-crop and normalize an RGB image.
 
     `resize` is the shorter side (an int) in "shorter" mode, `(height, width)` in "exact" mode, `(shortest,
-    longest)` in "bounded" mode, or None for no resize. `crop` is the center crop `(height, width)` (an int means a square), or None. `antialias` must stay
-    True for bilinear/bicubic: Pillow always antialiases when downscaling, as torchvision does on PIL images.
-    `apply_exif` rotates/flips images by their EXIF orientation tag when they are loaded from files. `resampler`
-    and `crop_offset` name whose rules the resize and the crop follow (RESAMPLERS, CROP_OFFSETS);
-    `fused_normalize` computes `(x - mean / scale) / (std / scale)` in float32, as transformers' torchvision backend
-    does, instead of `(x * scale - mean) / std` (the same to within float32 rounding).
+    longest)` in "bounded" mode, or None for no resize. `crop` is the center crop `(height, width)` (an int means a
+    square), or None. `antialias` must stay True for bilinear/bicubic: Pillow always antialiases when downscaling,
+    as torchvision does on PIL images. `apply_exif` rotates/flips images by their EXIF orientation tag when they are
+    loaded from files. `resampler` and `crop_offset` name whose rules the resize and the crop follow (RESAMPLERS,
+    CROP_OFFSETS); `fused_normalize` computes `(x - mean / scale) / (std / scale)` in float32, as transformers'
+    torchvision backend does, instead of `(x * scale - mean) / std` (the same to within float32 rounding).
     """
 
     resize: int | tuple[int, int] | None = 256

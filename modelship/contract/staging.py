@@ -1,5 +1,5 @@
 """All-or-nothing writes, for exports and model repositories alike: build in a staging folder beside the
-destination (same filesystem), then `commit` a `Plan` of renames with a journal, so an error undoes what was
+destination (same filesystem), then `commit` a `StagedChanges` of renames with a journal, so an error undoes what was
 applied and a killed process's half-applied plan is rolled back by the next run (`roll_back`, `sweep`).
 
 A staging folder's name carries the pid of the process building it (`.<name>.<pid>-<random>.staging`), so a later
@@ -86,7 +86,7 @@ class Change:
 
 
 @dataclass
-class Plan:
+class StagedChanges:
     """Every change of one all-or-nothing write, applied together by `commit`; `folder` (outside the destination,
     on its filesystem) holds the journal and the backups."""
 
@@ -105,7 +105,7 @@ class Plan:
         self.changes.append(Change("remove", str(target), backup=str(backup)))
 
 
-def commit(plan: Plan, failure: Callable[[Path, OSError], ModelshipError]) -> None:
+def commit(plan: StagedChanges, failure: Callable[[Path, OSError], ModelshipError]) -> None:
     """Apply `plan` all or nothing: journal it, apply each change, mark the journal done. On an error the applied
     changes are undone (newest first) and `failure(path, error)` is raised."""
     journal = plan.folder / JOURNAL

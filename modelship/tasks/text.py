@@ -1,4 +1,4 @@
-"""Text tasks, fed by a tokenizer (`modelship.preprocess.text`; the export holds its tokenizer.json):
+"""Text tasks, fed by a tokenizer (`modelship.preprocess.tokenizer`; the export holds its tokenizer.json):
 
 - `text-classification`: class scores per text ([batch, labels]), judged as logits (tolerance, top-1 / top-k);
   served with its labels (config.json's id2label);

@@ -14,8 +14,8 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.text import TokenizerSpec
-from modelship.preprocess.text import TextTokenizer, decode_texts
+from modelship.contract.tokenizer import TokenizerSpec
+from modelship.preprocess.tokenizer import TextTokenizer, decode_texts
 
 
 class TritonPythonModel:

@@ -1,7 +1,7 @@
 """TokenizerSpec: how text becomes a text model's inputs, as a typed, serialisable value.
 
 The manifest stores `spec.to_dict()`; the tokenizer itself (`file`, Hugging Face's `tokenizer.json`) is copied into
-the export beside it and run by `modelship.preprocess.text` (the `tokenizers` library: no torch, no transformers).
+the export beside it and run by `modelship.preprocess.tokenizer` (the `tokenizers` library: no torch, no transformers).
 Texts are truncated to `max_length` tokens (special tokens included) and a batch is padded with `pad_id` to its
 longest text, on the right; `inputs` are the tensors the model takes, in its forward order.
 """

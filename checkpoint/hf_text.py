@@ -15,7 +15,7 @@ from torch import nn
 from modelship.checkpoint.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
 from modelship.contract.errors import CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
-from modelship.preprocess.text import token_ids
+from modelship.preprocess.tokenizer import token_ids
 
 SEQUENCE = "sequence"
 

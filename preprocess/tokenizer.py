@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.text import TokenizerSpec
+from modelship.contract.tokenizer import TokenizerSpec
 
 if TYPE_CHECKING:  # imported when a tokenizer is read
     from tokenizers import Tokenizer
