@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,9 +11,8 @@ from typing import Any
 import torch
 
 from modelship.checkpoint.arch import build_model, is_registry_arch
-from modelship.checkpoint.families import adapt_model
+from modelship.checkpoint.families import Folder, adapt_model, open_folder
 from modelship.checkpoint.fingerprint import default_num_classes
-from modelship.checkpoint.hf_folder import HFFolder, is_hf_checkpoint, read_hf_folder
 from modelship.checkpoint.keymap import (
     KeyMap,
     apply_key_map,
@@ -35,7 +33,6 @@ from modelship.checkpoint.reading import (
 )
 from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch, timm_train_args
 from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
-from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource
@@ -105,7 +102,7 @@ def load_model(options: LoadOptions, *, progress: Callable[[int, int], None] | N
 
 
 def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int], None] | None) -> LoadedModel:
-    folder = _hf_folder(options, report)
+    folder = open_folder(options.checkpoint, options.arch, report.notes)  # a family's own files (a Hugging Face folder)
     path = folder.weights if folder else options.checkpoint
     key_map = load_key_map(options.key_map) if options.key_map else KeyMap()
     check_file(path)
@@ -127,7 +124,7 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     _tensor_stats(state_dict, report)
     _refuse_nonfinite(state_dict, report, path)
     if folder is not None:
-        return _load_hf_model(folder, state_dict, key_map, options, report)
+        return _load_folder(folder, state_dict, key_map, options, report)
 
     checkpoint_meta, sidecar_meta = checkpoint_metadata(raw), read_sidecar(path)
     choice = _choose_arch(options, raw, checkpoint_meta, sidecar_meta, state_dict, key_map, progress)
@@ -158,72 +155,20 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
     return LoadedModel(model, choice.arch, choice.arch_kwargs, choice.source, report.sha256, metadata, report)
 
 
-def _hf_folder(options: LoadOptions, report: LoadReport) -> HFFolder | None:
-    """The Hugging Face checkpoint at the path, read from its config.json; None for a plain checkpoint, and when
-    --arch names the code that builds the model (`package.module:Factory`): the factory wins over a config.json
-    beside the weights, which is then not read (the weights file is loaded as a plain checkpoint)."""
-    if not is_hf_checkpoint(options.checkpoint):
-        return None
-    if options.arch and ":" in options.arch:
-        report.notes.append(f"{options.arch} builds the model (--arch): the config.json beside the weights is not read")
-        return None
-    return read_hf_folder(options.checkpoint, options.arch)
-
-
-def _load_hf_model(
-    folder: HFFolder,
-    state_dict: dict[str, torch.Tensor],
-    key_map: KeyMap,
-    options: LoadOptions,
-    report: LoadReport,
+def _load_folder(
+    folder: Folder, state_dict: dict[str, torch.Tensor], key_map: KeyMap, options: LoadOptions, report: LoadReport
 ) -> LoadedModel:
-    """A Hugging Face checkpoint: the transformers class its config.json names, built from the config, its weights
-    matched strictly, behind the tensor interface of what feeds it (checkpoint.hf_text, checkpoint.hf_vision)."""
-    from modelship.checkpoint.hf_build import build_hf_model, transformers_renames
+    """A checkpoint its model family reads by its own files: built by the family, its weights matched here."""
+    report.arch, report.arch_source, report.arch_detail = folder.arch, folder.source, folder.detail
 
-    report.arch, report.arch_source = folder.arch, "flag" if options.arch else "config.json"
-    report.arch_detail = f"{folder.architecture} from {folder.root / 'config.json'}, exported for {folder.task}"
-    report.notes.append(f"weights read from {folder.weights}")
-    model = build_hf_model(folder)
-    own = set(model.state_dict())
-    stale = [k for k in state_dict if k.endswith("position_ids") and strip_all_wrappers(k) not in own]
-    if stale:  # a buffer older transformers saved and newer ones rebuild (known: embeddings.position_ids)
-        state_dict = {k: v for k, v in state_dict.items() if k not in stale}
-        report.notes.append(f"left out {', '.join(stale)}: a buffer this transformers version rebuilds itself")
-    renames = transformers_renames(model, [strip_all_wrappers(k) for k in state_dict])
-    if renames:
-        state_dict = {renames.get(strip_all_wrappers(k), k): v for k, v in state_dict.items()}
-    _copy_weights(model, _align(state_dict, model, key_map, options, report, folder.weights))
-    if renames:
+    def match(weights: dict[str, torch.Tensor], model: torch.nn.Module, renames: dict[str, str]) -> None:
+        _copy_weights(model, _align(weights, model, key_map, options, report, folder.weights))
         report.renamed = {**renames, **report.renamed}
-        first = next(iter(renames.items()))
-        report.notes.append(
-            f"{len(renames)} keys renamed as transformers renames them when it loads {folder.architecture} "
-            f"(e.g. {first[0]} -> {first[1]})"
-        )
-    labels = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")[0] if folder.labels else None
-    metadata = CheckpointMetadata(labels=labels, task=folder.task)
-    if folder.fed_by == "image":
-        from modelship.checkpoint.hf_vision import image_spec, wrap_image_model
 
-        image_spec(folder)  # refused now, not at export, when modelship cannot reproduce the processor
-        report.ok = True
-        report.notes.append(f"image model: pixel_values in, as {folder.processor.name} makes them; logits out")
-        wrapped = wrap_image_model(model, folder)
-        return LoadedModel(wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report)
-    from modelship.checkpoint.hf_text import text_io, wrap_text_model
-
-    wrapped = wrap_text_model(model, folder)
+    built = folder.build(state_dict, match, report.notes)
     report.ok = True
-    report.notes.append(
-        f"text model: {', '.join(folder.inputs)} in; {'embedding' if wrapped.embedding else 'logits'} out"
-    )
-    if folder.tokenizer is None:
-        report.notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
-    metadata = dataclasses.replace(metadata, io=text_io(folder, model))
-    tokenizer = TokenizerSource(folder.tokenizer, folder.tokenizer_spec) if folder.tokenizer_spec else None
     return LoadedModel(
-        wrapped, folder.arch, {}, report.arch_source, report.sha256, metadata, report, tokenizer=tokenizer
+        built.model, folder.arch, {}, folder.source, report.sha256, built.metadata, report, tokenizer=built.tokenizer
     )
 
 

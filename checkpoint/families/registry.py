@@ -3,6 +3,8 @@ only its library knows, in the spirit of torchvision's weights API where a build
 travel together.
 
 A family entry declares, for the canonical architecture names it owns:
+- `opens`: a checkpoint it reads by its own files (a Hugging Face folder: config.json beside the weights), as a
+  `Folder`: where the weights are, its architecture, and how its model is built and given them;
 - `canonical`, `known`: its spelling of a name as given (`resnet50`, `timm/NAME`, `pkg.module:Factory`), and every
   name it builds (close matches for a typo);
 - `build`: the factory that builds a name from keyword arguments, randomly initialised, nothing downloaded;
@@ -29,10 +31,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modelship.contract.errors import UsageError
 from modelship.contract.preprocessing import PreprocessSpec
+
+if TYPE_CHECKING:  # the registry stays light: these import torch
+    from modelship.checkpoint.metadata import CheckpointMetadata
+    from modelship.contract.tokenizer import TokenizerSource
 
 AUX_VARIANT = "+aux"  # a candidate name's suffix: the model built with its auxiliary head (aux_loss=True)
 
@@ -69,6 +75,33 @@ def _as_is(model: Any, keep_aux: bool) -> Adapted:
     return Adapted(model)
 
 
+# `match(state_dict, model, renames)`: the loader renames the checkpoint's keys (`renames`: old -> new, the family's
+# own, listed in the load report with the key map's), checks them strictly against the model's and copies them in
+Match = Callable[[dict[str, Any], Any, dict[str, str]], None]
+
+
+@dataclass(frozen=True)
+class FolderModel:
+    """A model built from a checkpoint folder's own files, its weights in, behind the tensor interface; what its
+    files say (task, labels, io) and the tokenizer that feeds it, if any."""
+
+    model: Any
+    metadata: CheckpointMetadata
+    tokenizer: TokenizerSource | None = None
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A checkpoint a family reads by its own files: the weights file, the architecture's canonical name, where it
+    came from (`source`, `detail` for the load report) and `build(state_dict, match, notes) -> FolderModel`."""
+
+    weights: Path
+    arch: str
+    source: str
+    detail: str
+    build: Callable[[dict[str, Any], Match, list[str]], FolderModel]
+
+
 @dataclass(frozen=True)
 class ModelFamily:
     """What one source of models knows about its own (see the module doc). The callables take the built model (or
@@ -76,6 +109,7 @@ class ModelFamily:
 
     name: str
     owns: Callable[[str], bool]
+    opens: Callable[[Path, str | None, list[str]], Folder | None] = _nothing
     canonical: Callable[[str], str | None] = _nothing
     known: Callable[[], Sequence[str]] = _no_names
     build: Callable[[str], Callable[..., Any]] | None = None  # None: its models are built from their folder
@@ -119,6 +153,15 @@ def adapt_model(model: Any, *, keep_aux: bool = False) -> Adapted:
         model = adapted.model
         notes += adapted.notes
     return Adapted(model, tuple(notes))
+
+
+def open_folder(checkpoint: Path, arch: str | None, notes: list[str]) -> Folder | None:
+    """The first family's reading of `checkpoint` by its own files (`--arch`, when given, is `arch`), or None."""
+    for family in families():
+        folder = family.opens(checkpoint, arch, notes)
+        if folder is not None:
+            return folder
+    return None
 
 
 def family_of(arch: str) -> ModelFamily:
