@@ -35,14 +35,19 @@ class Head:
     suffix: str
     task: str
     fed_by: str
+    model_types: tuple[str, ...] = ()  # only these config model_types (whose answers modelship computes), else all
 
 
+# DETR's post-processing (softmax over the classes and "no object"): the detectors whose answers the detection
+# wrapper computes (checkpoint.hf_vision.BoxTensors); Conditional/Deformable DETR and RT-DETR score with a sigmoid
+# and keep the top queries and classes instead
+SOFTMAX_DETECTORS = ("detr", "table-transformer", "yolos")
 HEADS = (
     Head("ForSequenceClassification", "text-classification", "text"),
     Head("ForTokenClassification", "token-classification", "text"),
     Head("ForImageClassification", "classification", "image"),
     Head("ForSemanticSegmentation", "segmentation", "image"),
-    Head("ForObjectDetection", "detection", "image"),
+    Head("ForObjectDetection", "detection", "image", SOFTMAX_DETECTORS),
 )
 UNBOUNDED = 1_000_000  # transformers writes model_max_length = 1e30 when a tokenizer has no limit
 
@@ -105,7 +110,7 @@ def read_hf_folder(path: Path, arch: str | None = None) -> HFFolder:
     weights = path if path.is_file() else _weights(root)
     architecture = _architecture(root, config, arch)
     pooling = _pooling(folder, modules) if modules else None
-    head = None if pooling else _head(root, architecture)
+    head = None if pooling else _head(root, architecture, config)
     task = head.task if head else EMBEDDING_TASK
     labels = _labels(root, config) if task != EMBEDDING_TASK else None
     if head is not None and head.fed_by == "image":
@@ -211,13 +216,20 @@ def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
     return names[0]
 
 
-def _head(root: Path, architecture: str) -> Head:
+def _head(root: Path, architecture: str, config: dict[str, Any]) -> Head:
     head = next((h for h in HEADS if architecture.endswith(h.suffix)), None)
     if head is None:
         raise CheckpointError(
             f"{root}: {architecture} is not a model modelship exports yet (sequence, token or image classification, "
             "semantic segmentation, object detection, or a sentence-transformers folder)",
             hint="a bare encoder exports as a sentence-transformers folder (modules.json, 1_Pooling/config.json)",
+        )
+    model_type = config.get("model_type")
+    if head.model_types and model_type not in head.model_types:
+        raise CheckpointError(
+            f"{root}: {architecture} ({model_type}) answers {head.task} with its own post-processing, which modelship "
+            f"does not compute yet (it computes {', '.join(head.model_types)}'s)",
+            hint="export a DETR (DetrForObjectDetection), or the model's raw outputs with --arch pkg.module:Factory",
         )
     return head
 

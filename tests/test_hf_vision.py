@@ -211,3 +211,15 @@ def test_a_registered_family_is_reached_through_export_model(toy_family: ModelFa
     manifest = Manifest.read(tmp_path / "tiny")
     assert manifest.preprocess == toy_family.serving_spec(None, arch, checkpoint)
     assert manifest.labels == ["toy 0", "toy 1", "toy 2"]
+
+
+def test_a_detector_with_its_own_post_processing_is_refused(folders: dict[str, Path], tmp_path: Path) -> None:
+    """Conditional DETR scores with a sigmoid over the top queries and classes: exporting it behind DETR's softmax
+    would answer other boxes than its processor does."""
+    folder = shutil.copytree(folders["detr"], tmp_path / "conditional")
+    config = json.loads((folder / "config.json").read_text())
+    renamed = {"model_type": "conditional_detr", "architectures": ["ConditionalDetrForObjectDetection"]}
+    (folder / "config.json").write_text(json.dumps(config | renamed))
+    expect_failure(
+        ["export", folder, "--onnx", "--out", tmp_path / "out"], names=["conditional_detr", "post-processing"]
+    )
