@@ -114,17 +114,20 @@ def triton_dtype(spec: TensorSpec) -> int:
     return mc.DataType.Value(dtypes.TABLE[spec.dtype].triton)
 
 
-def _warmup(io: IOSpec, names: dict[str, str], batched: bool, image_hw: tuple[int, int] | None) -> mc.ModelWarmup:
+def _warmup(
+    io: IOSpec, names: dict[str, str], batched: bool, image: tuple[str, tuple[int, int]] | None
+) -> mc.ModelWarmup:
     """One batch-1 request: random floats, zeros for integers (random ids could fall outside an embedding). A
-    dynamic dimension is 1, except an image input's height and width (`image_hw`): an image of one pixel is not
-    one every model takes (a strided convolution's kernel can outgrow it)."""
+    dynamic dimension is 1, except an image input's height and width (`image`: its layout and the size to send):
+    an image of one pixel is not one every model takes (a strided convolution's kernel can outgrow it)."""
     warmup = mc.ModelWarmup(name="modelship_batch1", batch_size=1 if batched else 0)
     for index, (triton_name, spec) in enumerate(zip(names, io.inputs, strict=True)):
-        shape = [d if d > 0 else 1 for d in dims(spec, batched)]
-        if index == 0 and image_hw is not None:
-            spatial = slice(-3, -1) if spec.shape[-1] == 3 else slice(-2, None)  # NHWC or NCHW
-            given = dims(spec, batched)[spatial]
-            shape[spatial] = [d if d > 0 else side for d, side in zip(given, image_hw, strict=True)]
+        declared = dims(spec, batched)
+        sizes = [1] * len(declared)
+        if index == 0 and image is not None:
+            layout, (height, width) = image
+            sizes[-3:] = [1, height, width] if layout == "NCHW" else [height, width, 1]
+        shape = [d if d > 0 else size for d, size in zip(declared, sizes, strict=True)]
         floating = spec.dtype.startswith(("float", "bfloat"))
         entry = mc.ModelWarmup.Input(data_type=triton_dtype(spec), dims=shape)
         if floating:
@@ -207,8 +210,10 @@ def build_config(
         config.version_policy.latest.num_versions = options.keep_versions
     else:
         config.version_policy.all.SetInParent()
-    image_hw = ((preprocess and preprocess.output_hw) or (WARMUP_SIDE, WARMUP_SIDE)) if image_format else None
-    config.model_warmup.append(_warmup(io, names.inputs, batched, image_hw))
+    image = None
+    if image_format and preprocess is not None:  # the image's layout is its preprocessing's
+        image = (preprocess.layout, preprocess.output_hw or (WARMUP_SIDE, WARMUP_SIDE))
+    config.model_warmup.append(_warmup(io, names.inputs, batched, image))
     if options.trt_fp16 and artifact.format == "onnx":
         accelerator = config.optimization.execution_accelerators.gpu_execution_accelerator.add(name="tensorrt")
         accelerator.parameters["precision_mode"] = "FP16"

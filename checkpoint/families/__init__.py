@@ -1,7 +1,7 @@
 """Model families (`registry`) and the built-in ones: torchvision, timm, Hugging Face folders and a user's
 factory, registered on import."""
 
-from modelship.checkpoint.families import factories, hf_models, timm_models, torchvision_models
+from modelship.checkpoint.families import factories, hf_models, timm_models, torchvision_models  # noqa: F401
 from modelship.checkpoint.families.registry import (
     AUX_VARIANT,
     FAMILIES,
@@ -18,11 +18,8 @@ from modelship.checkpoint.families.registry import (
     unregister_family,
 )
 
-BUILT_IN = (torchvision_models.FAMILY, timm_models.FAMILY, hf_models.FAMILY, factories.FAMILY)
-
 __all__ = [
     "AUX_VARIANT",
-    "BUILT_IN",
     "FAMILIES",
     "Adapted",
     "Folder",

@@ -21,8 +21,8 @@ A family entry declares, for the canonical architecture names it owns:
 - `labels`: the class names its reference weights know;
 - `scripts`: whether its models go through `torch.jit.script` (a plain export-model writes TorchScript).
 
-Families are asked in the order they registered; the first that owns a name answers, and a name none owns is the
-fallback family's (a user's factory, `package.module:Factory`). A new family is one module calling
+Families are asked by preference, then in the order they registered; the first that owns a name answers, and a
+name none owns is the fallback family's (a user's factory, `package.module:Factory`). A new family is one module calling
 `register_family(ModelFamily(...))`.
 """
 
