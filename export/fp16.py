@@ -21,7 +21,7 @@ import onnx
 import torch
 from torch import nn
 
-from modelship.checkpoint.detector import fp16_parts
+from modelship.checkpoint.families.model_hooks import fp16_parts
 from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec

@@ -21,7 +21,7 @@ from typing import Any
 from torch import nn
 
 from modelship import __version__
-from modelship.checkpoint.detector import score_threshold
+from modelship.checkpoint.families.model_hooks import score_threshold
 from modelship.checkpoint.metadata import CheckpointMetadata
 from modelship.contract.artifacts import (
     EXPORT_FILES,

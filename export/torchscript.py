@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from modelship.checkpoint.detector import box_ops, uses_detector
+from modelship.checkpoint.families.model_hooks import scripting_context
 from modelship.contract.errors import ExportError
 
 _LOCATION = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -33,11 +33,10 @@ def jit_deprecation_silenced() -> Iterator[None]:
 
 
 def script_module(model: nn.Module) -> torch.jit.ScriptModule:
-    """`torch.jit.script(model)`, or an ExportError naming the unsupported construct and its place. A detector is
-    compiled with the box operations it runs in every format (`modelship.checkpoint.detector.box_ops`)."""
+    """`torch.jit.script(model)`, or an ExportError naming the unsupported construct and its place. The model's own
+    `scripting_context` is entered while compiling (a detector's box operations, as it runs them in every format)."""
     try:
-        boxes = box_ops() if uses_detector(model) else contextlib.nullcontext()
-        with jit_deprecation_silenced(), warnings.catch_warnings(), boxes:
+        with jit_deprecation_silenced(), warnings.catch_warnings(), scripting_context(model):
             # the frontend reads every property of a transformers model, deprecated aliases included
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\.")
             return torch.jit.script(model)

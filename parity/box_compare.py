@@ -1,5 +1,5 @@
 """The `detections` compare function: a detector's padded outputs (boxes, scores, labels, num; the interface of
-`modelship.checkpoint.detector`) judged as detections, boxes matched one to one (contract.box_result). Element-wise
+`families.torchvision_detector`) judged as detections, boxes matched one to one (contract.box_result). Element-wise
 comparison of the padded tensors is not a verdict: boxes reorder, and NMS ties and the score threshold legitimately
 add or drop a box near the edge. Registered on import of `modelship.parity`."""
 

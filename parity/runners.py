@@ -62,36 +62,24 @@ class TorchRunner(BaseRunner):
         return {name: _to_numpy(tensor) for name, (_, tensor) in zip(names, pairs, strict=True)}
 
 
-class DetectorReference(TorchRunner):
-    """An eager detector (a `DetectorTensors`) as the reference: its outputs, plus the pool of boxes it could have
-    answered (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves, and a
-    Keypoint R-CNN's heatmap peaks (`contract.keypoint_peaks`). A one-stage detector's pool is recorded during the
-    run itself; an R-CNN's takes a run of its own."""
+class ReferenceRunner(TorchRunner):
+    """An eager model that adds reference-only tensors to its outputs (its `reference_run` model hook: a detector's
+    candidate pool, with which the `detections` compare function tells ties from moves)."""
 
     def run(self, inputs: Tensors) -> Tensors:
         import torch
 
-        from modelship.checkpoint.detector import candidate_pool, is_two_stage, recording_pool
-        from modelship.checkpoint.keypoint_peaks import has_keypoints, recording_keypoint_peaks
+        from modelship.checkpoint.families.model_hooks import reference_run
 
         image = torch.from_numpy(np.ascontiguousarray(_take(inputs, self.io.inputs[0].name, self.name)))
-        if is_two_stage(self.module) and has_keypoints(self.module):
-            with recording_keypoint_peaks(self.module) as peaks:
-                outputs = super().run(inputs)
-            rows = outputs["keypoints"].shape[1]
-            return outputs | peaks().to_outputs(rows) | candidate_pool(self.module, image).to_outputs()
-        if is_two_stage(self.module):
-            return super().run(inputs) | candidate_pool(self.module, image).to_outputs()
-        with recording_pool(self.module) as pool:
-            outputs = super().run(inputs)
-        return outputs | pool(image.shape[0]).to_outputs()
+        return reference_run(self.module, lambda: super(ReferenceRunner, self).run(inputs), image)
 
 
 def reference_runner(module: Any, io: IOSpec, name: str = "eager") -> TorchRunner:
-    """The eager reference for `module`: a detector's gives its candidate pool with its outputs."""
-    from modelship.checkpoint.detector import DetectorTensors
+    """The eager reference for `module`: with its reference-only tensors when it has any."""
+    from modelship.checkpoint.families.model_hooks import has_reference_run
 
-    return (DetectorReference if isinstance(module, DetectorTensors) else TorchRunner)(module, io, name=name)
+    return (ReferenceRunner if has_reference_run(module) else TorchRunner)(module, io, name=name)
 
 
 class OnnxRuntimeRunner(BaseRunner):

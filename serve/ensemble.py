@@ -35,7 +35,7 @@ from modelship.contract.errors import PublishError
 from modelship.contract.iospec import TensorSpec
 from modelship.contract.manifest import DEFAULT_TASK, Artifact
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.preprocess.postprocess import mask_dtype
+from modelship.postprocess import mask_dtype
 from modelship.serve.triton_config import (
     CLASSIFIABLE,
     LABELS_FILE,
@@ -50,7 +50,7 @@ from modelship.serve.triton_config import (
 from modelship.tasks import get_task
 
 PREPROCESS_SUFFIX = "_preprocess"
-BOX_OUTPUT = "boxes"  # the detection interface's boxes (checkpoint.detector)
+BOX_OUTPUT = "boxes"  # the detection interface's boxes (checkpoint.families.torchvision_detector)
 POSTPROCESS_SUFFIX = "_postprocess"
 PIPELINE_SUFFIX = "_pipeline"
 IMAGE = "IMAGE"  # the pipeline's input: encoded image bytes, one per batch row
@@ -73,7 +73,7 @@ VENDORED = (
     "modelship.preprocess.image",
     "modelship.preprocess.resample",
     "modelship.preprocess.builders",
-    "modelship.preprocess.postprocess",
+    "modelship.postprocess",
 )
 
 

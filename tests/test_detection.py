@@ -247,7 +247,7 @@ def test_the_detector_resize_is_eagers_in_torchscript_and_onnx(tmp_path: Path) -
     import onnxruntime as ort
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
-    from modelship.checkpoint.exact_resize import ExactResizeTransform
+    from modelship.checkpoint.families.torchvision_resize import ExactResizeTransform
 
     class Tensors(torch.nn.Module):
         def __init__(self, transform: torch.nn.Module) -> None:

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torchvision.models import detection
 
-from modelship.checkpoint.detector import DetectorTensors
+from modelship.checkpoint.families.torchvision_detector import DetectorTensors
 from modelship.checkpoint.loader import LoadOptions, load_model
 from modelship.contract.candidate_pool import CandidatePool
 from modelship.contract.iospec import IOSpec

@@ -13,7 +13,7 @@ import pytest
 import torch
 from torchvision.models.detection.roi_heads import heatmaps_to_keypoints
 
-from modelship.checkpoint.keypoint_peaks import heatmap_peaks
+from modelship.checkpoint.families.torchvision_keypoints import heatmap_peaks
 from modelship.contract.keypoint_peaks import PEAKS, KeypointPeaks
 from modelship.parity import Tolerance, compare_function
 from tests.test_detection import _padded
@@ -94,7 +94,7 @@ def test_the_eager_reference_of_a_keypoint_rcnn_gives_its_peaks() -> None:
     passes with no tie."""
     from torchvision.models import detection
 
-    from modelship.checkpoint.detector import DetectorTensors
+    from modelship.checkpoint.families.torchvision_detector import DetectorTensors
     from modelship.contract.iospec import IOSpec
     from modelship.parity import reference_runner
 

@@ -189,7 +189,7 @@ def test_the_pipeline_answers_the_class_mask_of_each_photo(lraspp: tuple[Path, d
 
 
 def test_a_class_mask_is_scaled_to_the_photo_by_nearest_neighbour() -> None:
-    from modelship.preprocess.postprocess import class_mask, class_shares, palette
+    from modelship.postprocess import class_mask, class_shares, palette
 
     scores = np.zeros((3, 2, 2), dtype=np.float32)
     scores[1, 0, 0] = scores[2, 1, 1] = 1.0  # class 1 top-left, class 2 bottom-right, class 0 elsewhere

@@ -1,7 +1,7 @@
 """Hugging Face folders, named `transformers/CLASS`: claimed by their files (config.json beside the weights, or a
 sentence-transformers modules.json), built by transformers' own class from config.json alone, their weights renamed
-as transformers renames them, behind the tensor interface of what feeds them (`checkpoint.hf_text`,
-`checkpoint.hf_vision`). An image model's preprocessing is its image processor's (preprocessor_config.json, read by
+as transformers renames them, behind the tensor interface of what feeds them (`families.hf_text`,
+`families.hf_vision`). An image model's preprocessing is its image processor's (preprocessor_config.json, read by
 transformers' `AutoImageProcessor`, reproduced by `preprocess.hf_processor`), and the processor itself is the
 reference `parity --images` compares against. Labels come from config.json's id2label. transformers models hold
 their config and do not script."""
@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from modelship.checkpoint.families.hf_folder import ARCH_PREFIX, HFFolder, is_hf_checkpoint, read_hf_folder
 from modelship.checkpoint.families.registry import (
     Folder,
     FolderModel,
@@ -20,7 +21,6 @@ from modelship.checkpoint.families.registry import (
     ReferenceTransform,
     register_family,
 )
-from modelship.checkpoint.hf_folder import ARCH_PREFIX, HFFolder, is_hf_checkpoint, read_hf_folder
 from modelship.contract.preprocessing import PreprocessSpec
 
 
@@ -44,7 +44,7 @@ def opens(checkpoint: Path, arch: str | None, notes: list[str]) -> Folder | None
 def _build(folder: HFFolder, state_dict: dict[str, Any], match: Match, notes: list[str]) -> FolderModel:
     """The transformers class built from the config, the weights matched (renamed as transformers renames them, a
     stale position_ids buffer left out), behind the tensor interface of what feeds it."""
-    from modelship.checkpoint.hf_build import build_hf_model, transformers_renames
+    from modelship.checkpoint.families.hf_build import build_hf_model, transformers_renames
     from modelship.checkpoint.keymap import strip_all_wrappers
     from modelship.checkpoint.metadata import CheckpointMetadata
     from modelship.contract.labels import clean_labels
@@ -67,12 +67,12 @@ def _build(folder: HFFolder, state_dict: dict[str, Any], match: Match, notes: li
     labels = clean_labels(folder.labels, f"{folder.root / 'config.json'}: id2label")[0] if folder.labels else None
     metadata = CheckpointMetadata(labels=labels, task=folder.task)
     if folder.fed_by == "image":
-        from modelship.checkpoint.hf_vision import image_spec, wrap_image_model
+        from modelship.checkpoint.families.hf_vision import image_spec, wrap_image_model
 
         image_spec(folder)  # refused now, not at export, when modelship cannot reproduce the processor
         notes.append(f"image model: pixel_values in, as {folder.processor.name} makes them; logits out")
         return FolderModel(wrap_image_model(model, folder), metadata)
-    from modelship.checkpoint.hf_text import text_io, wrap_text_model
+    from modelship.checkpoint.families.hf_text import text_io, wrap_text_model
     from modelship.contract.tokenizer import TokenizerSource
 
     wrapped = wrap_text_model(model, folder)
@@ -84,14 +84,14 @@ def _build(folder: HFFolder, state_dict: dict[str, Any], match: Match, notes: li
 
 
 def serving_spec(model: Any, arch: str, checkpoint: Path) -> PreprocessSpec | None:
-    from modelship.checkpoint.hf_vision import image_spec
+    from modelship.checkpoint.families.hf_vision import image_spec
 
     folder = read_hf_folder(Path(checkpoint), arch)
     return image_spec(folder) if folder.processor is not None else None
 
 
 def reference_transform(model: Any, arch: str, checkpoint: Path) -> ReferenceTransform | None:
-    from modelship.checkpoint.hf_vision import read_processor
+    from modelship.checkpoint.families.hf_vision import read_processor
 
     folder = read_hf_folder(Path(checkpoint), arch)
     if folder.processor is None:

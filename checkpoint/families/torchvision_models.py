@@ -1,7 +1,8 @@
 """torchvision's models: names from its registry (`resnet50`, `torchvision/resnet50`), built by its builders with no
 weights (and no backbone weights: segmenters' and detectors' builders would download ImageNet ones), preprocessing
 and labels from the DEFAULT weights' transforms and meta (reading the enum downloads nothing). Detectors answer
-behind one tensor interface (`checkpoint.detector`); segmenters lose their training-only auxiliary head unless asked.
+behind one tensor interface (`families.torchvision_detector`); segmenters lose their training-only auxiliary head
+unless asked.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def default_classes(arch: str) -> int:
 
 
 def adapt(model: Any, keep_aux: bool) -> Adapted:
-    from modelship.checkpoint.detector import DetectorTensors, is_detector
+    from modelship.checkpoint.families.torchvision_detector import DetectorTensors, is_detector
 
     notes = []
     if getattr(model, "aux_classifier", None) is not None and not keep_aux:

@@ -1,7 +1,7 @@
 """What `modelship infer` shows for a segmentation model: each class's share of every photo, and with `--save DIR`
 the photo tinted by class (`<stem>_mask.png`). A `_pipeline` model answers the class mask at the photo's own size
 (its server decodes, preprocesses and postprocesses); a bare artifact model answers class scores, which become the
-mask here with the same code (`modelship.preprocess.postprocess`)."""
+mask here with the same code (`modelship.postprocess`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import numpy as np
 from modelship.cli.photo_requests import photo_request, save_folder
 from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
+from modelship.postprocess import class_mask, class_shares, overlay
 from modelship.preprocess.image import load_image
-from modelship.preprocess.postprocess import class_mask, class_shares, overlay
 from modelship.serve.client import TritonClient
 from modelship.serve.ensemble import MASK
 from modelship.serve.model_info import ModelInfo, TensorInfo

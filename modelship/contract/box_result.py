@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from modelship.contract.parity_report import register_result
 
-DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (modelship.checkpoint.detector)
+DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (families.torchvision_detector)
 
 
 @register_result

@@ -1,5 +1,5 @@
 """`CandidatePool`: every box a detector could have answered, per image: what entered its final NMS, in the input
-image's pixels (`modelship.checkpoint.detector.candidate_pool` records it from eager PyTorch).
+image's pixels (`modelship.checkpoint.families.torchvision_detector.candidate_pool` records it from eager PyTorch).
 
 It travels with the reference's outputs as reference-only tensors (names starting with REFERENCE_ONLY: never judged
 themselves, saved with golden data), so that the `detections` compare function can tell a tie that NMS or a count

@@ -1,4 +1,5 @@
-"""Reading the small JSON files users hand to modelship (tolerances, preprocessing specs, sidecars)."""
+"""JSON at modelship's edges: the type of a JSON object, and reading the small JSON files users hand to modelship
+(tolerances, preprocessing specs, sidecars)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ from typing import Any
 
 from modelship.contract.errors import ModelshipError, UsageError
 
+JsonObject = dict[str, Any]
+"""A JSON object as it crosses an edge: written to or read from a file, a pipe, a server or `--json`, or handed to
+another library (Triton's model config, transformers' config.json). Data modelship defines is a dataclass inside;
+its `to_dict` / `from_dict` are where it becomes a JsonObject and back."""
+
 
 def read_json_object(
     path: Path, what: str, *, error: type[ModelshipError] = UsageError, hint: str | None = None
-) -> dict[str, Any]:
+) -> JsonObject:
     """The JSON object in `path`; a missing, unreadable or non-object file raises `error` naming the file."""
     try:
         data = json.loads(Path(path).read_text())

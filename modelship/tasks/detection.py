@@ -1,5 +1,5 @@
 """`detection`: per image, a padded set of boxes, scores and labels plus the number of valid rows (the interface of
-`modelship.checkpoint.detector`). `boxes` is judged as detections (matched one to one with the reference's, with
+`families.torchvision_detector`). `boxes` is judged as detections (matched one to one with the reference's, with
 their scores and labels: `modelship.parity.box_compare`); `scores`, `labels`, `num` and Mask / Keypoint R-CNN's
 `masks` and `keypoints` are part of that verdict.
 Height and width are dynamic by default: a detector takes images of any size and resizes them itself."""

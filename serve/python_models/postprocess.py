@@ -13,7 +13,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from modelship.contract.errors import PreprocessError
-from modelship.preprocess.postprocess import class_mask
+from modelship.postprocess import class_mask
 
 
 class TritonPythonModel:

@@ -18,6 +18,7 @@ K, 3]` (x, y, visibility) and `keypoints_scores [batch, max_detections, K]`. `ma
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from modelship.checkpoint.exact_resize import use_exact_resize
+from modelship.checkpoint.families.torchvision_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.candidate_pool import CandidatePool
 
@@ -35,14 +36,11 @@ __all__ = [
     "DetectorTensors",
     "box_ops",
     "candidate_pool",
-    "fp16_parts",
     "is_detector",
     "is_two_stage",
     "max_detections",
     "recording_pool",
     "recording_scales",
-    "score_threshold",
-    "uses_detector",
 ]
 
 
@@ -67,21 +65,6 @@ def _postprocessing(detector: nn.Module) -> nn.Module:
     return heads if heads is not None else detector
 
 
-def fp16_parts(model: nn.Module) -> list[str]:
-    """The submodules an fp16 variant computes in float16: a wrapped detector's backbone (its box decoding and NMS
-    stay float32), else the whole model ("")."""
-    return ["detector.backbone"] if isinstance(model, DetectorTensors) else [""]
-
-
-def score_threshold(model: nn.Module) -> float | None:
-    """A wrapped detector's own score threshold (it drops boxes scoring below; a Hugging Face detector's wrapper
-    holds it as `score_thresh`); None for any other model."""
-    if isinstance(model, DetectorTensors):
-        return float(_postprocessing(model.detector).score_thresh)
-    own = getattr(model, "score_thresh", None)
-    return float(own) if own is not None else None
-
-
 class DetectorTensors(nn.Module):
     """A torchvision detector behind fixed-rank tensors (module docstring)."""
 
@@ -90,6 +73,9 @@ class DetectorTensors(nn.Module):
         use_exact_resize(detector)
         self.detector = detector
         self.max_detections = max_detections(detector)
+        # model hooks (checkpoint.families.model_hooks): the box decoding and NMS stay float32 in an fp16 variant
+        self.fp16_parts = ["detector.backbone"]
+        self.score_threshold = float(_postprocessing(detector).score_thresh)
 
     def forward(self, image: Tensor) -> dict[str, Tensor]:
         images = [image[i] for i in range(image.shape[0])]
@@ -123,6 +109,28 @@ class DetectorTensors(nn.Module):
         """Eager, or traced for ONNX, with torchvision's box operations as in every format (`box_ops`)."""
         with box_ops(tracing=torch.jit.is_tracing()):
             return self.detector(images)
+
+    def scripting_context(self) -> contextlib.AbstractContextManager[None]:
+        """Model hook: torchvision's box operations as every format runs them, read by the TorchScript compiler."""
+        return box_ops()
+
+    def reference_run(self, run: Callable[[], dict[str, np.ndarray]], image: Tensor) -> dict[str, np.ndarray]:
+        """Model hook: the eager outputs plus the pool of boxes the detector could have answered
+        (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves, and a
+        Keypoint R-CNN's heatmap peaks (`contract.keypoint_peaks`). A one-stage detector's pool is recorded during
+        the run itself; an R-CNN's takes a run of its own."""
+        from modelship.checkpoint.families.torchvision_keypoints import has_keypoints, recording_keypoint_peaks
+
+        if is_two_stage(self) and has_keypoints(self):
+            with recording_keypoint_peaks(self) as peaks:
+                outputs = run()
+            rows = outputs["keypoints"].shape[1]
+            return outputs | peaks().to_outputs(rows) | candidate_pool(self, image).to_outputs()
+        if is_two_stage(self):
+            return run() | candidate_pool(self, image).to_outputs()
+        with recording_pool(self) as pool:
+            outputs = run()
+        return outputs | pool(image.shape[0]).to_outputs()
 
 
 @contextmanager
@@ -239,11 +247,6 @@ def _patched(owner: Any, name: str, value: Callable) -> Iterator[None]:
         yield
     finally:
         setattr(owner, name, saved)
-
-
-def uses_detector(model: nn.Module) -> bool:
-    """Whether `model` is, or wraps (an fp16 variant's casts), a DetectorTensors."""
-    return any(isinstance(module, DetectorTensors) for module in model.modules())
 
 
 def _clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from modelship.checkpoint.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
+from modelship.checkpoint.families.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
 from modelship.contract.errors import CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.preprocess.tokenizer import token_ids

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional
 
-from modelship.checkpoint.detector import DetectorTensors, _patched, recording_scales
+from modelship.checkpoint.families.torchvision_detector import DetectorTensors, _patched, recording_scales
 from modelship.contract.keypoint_peaks import PEAKS, SEPARATION, KeypointPeaks
 
 GRID_TIE = 1e-3  # px: a box side this close to a whole pixel may round up either way

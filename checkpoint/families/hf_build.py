@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from modelship.checkpoint.hf_folder import HFFolder
+from modelship.checkpoint.families.hf_folder import HFFolder
 from modelship.contract.errors import ArchitectureError, CheckpointError
 
 NOT_CONFIG_FIELDS = ("architectures", "transformers_version", "model_type")  # config.json's, not the config class's

@@ -5,7 +5,7 @@ folder's image processor makes them) in; `logits` out.
 - Semantic segmentation: the logits resized to the input's height and width (bilinear, corners not aligned), as the
   processor's `post_process_semantic_segmentation` resizes them before its argmax; [batch, labels, height, width].
 - Object detection (DETR and its kin): the detection interface of torchvision's detectors
-  (`checkpoint.detector`): boxes (x1, y1, x2, y2) in the input's pixels, scores and labels as the processor's
+  (`families.torchvision_detector`): boxes (x1, y1, x2, y2) in the input's pixels, scores and labels as the processor's
   `post_process_object_detection` computes them (softmax over the classes and "no object", the best class but the
   last; boxes from centre and size to corners, scaled to the image), best first, the `num` scoring above its
   threshold valid and the other rows padded (boxes 0, scores 0, labels -1).
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelship.checkpoint.hf_folder import HFFolder
+from modelship.checkpoint.families.hf_folder import HFFolder
 from modelship.contract.errors import CheckpointError, PreprocessError
 from modelship.contract.preprocessing import PreprocessSpec
 
@@ -49,7 +49,7 @@ class MaskLogits(ImageLogits):
 class BoxTensors(ImageLogits):
     """forward(pixel_values) -> {"boxes", "scores", "labels", "num"}: a transformers DETR-style detector."""
 
-    score_thresh = 0.5  # post_process_object_detection's default threshold
+    score_threshold = 0.5  # (a model hook) post_process_object_detection's default threshold
 
     def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         answer = self.model(pixel_values=pixel_values)
@@ -64,7 +64,7 @@ class BoxTensors(ImageLogits):
             (centre_x + 0.5 * width) * image_width,
             (centre_y + 0.5 * height) * image_height,
         ]
-        valid = scores > self.score_thresh
+        valid = scores > self.score_threshold
         return {
             "boxes": torch.stack(corners, -1) * valid[..., None],
             "scores": scores * valid,

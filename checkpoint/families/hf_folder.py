@@ -39,8 +39,8 @@ class Head:
 
 
 # DETR's post-processing (softmax over the classes and "no object"): the detectors whose answers the detection
-# wrapper computes (checkpoint.hf_vision.BoxTensors); Conditional/Deformable DETR and RT-DETR score with a sigmoid
-# and keep the top queries and classes instead
+# wrapper computes (checkpoint.families.hf_vision.BoxTensors); Conditional/Deformable DETR and RT-DETR score with a
+# sigmoid and keep the top queries and classes instead
 SOFTMAX_DETECTORS = ("detr", "table-transformer", "yolos")
 HEADS = (
     Head("ForSequenceClassification", "text-classification", "text"),

@@ -1,0 +1,59 @@
+"""What a family's adapted model tells the export and the parity reference about itself, so that neither asks
+which library built it. Every hook is optional, looked up on the module (or, for `scripting_context`, on any of its
+submodules: an fp16 variant wraps the adapted model in casts); a model with none gets the default.
+
+- `fp16_parts: list[str]`: the submodules an fp16 variant computes in float16 (a torchvision detector's backbone;
+  its box decoding and NMS stay float32). Default: the whole model, `[""]`.
+- `score_threshold: float`: the score below which the model drops its detections, recorded in the manifest.
+  Default: None.
+- `scripting_context() -> ContextManager`: entered around `torch.jit.script`, for operations the compiler reads
+  then (a torchvision detector's box operations). Default: nothing.
+- `reference_run(run, image) -> outputs`: the eager reference's outputs, given the function that runs the model on
+  the set (`run()`) and its image input; adds reference-only tensors a compare function reads (a detector's
+  candidate pool). Default: `run()`.
+
+Hooks that are methods are not called from `forward`, so TorchScript leaves them out; attributes are plain values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import Tensor, nn
+
+    Outputs = dict[str, np.ndarray]
+
+
+def fp16_parts(model: nn.Module) -> list[str]:
+    """The submodules of `model` an fp16 variant computes in float16 (its `fp16_parts`, else all of it)."""
+    parts = getattr(model, "fp16_parts", None)
+    return list(parts) if parts is not None else [""]
+
+
+def score_threshold(model: nn.Module) -> float | None:
+    """The score threshold `model` applies to its detections, or None."""
+    value = getattr(model, "score_threshold", None)
+    return float(value) if value is not None else None
+
+
+def scripting_context(model: nn.Module) -> contextlib.AbstractContextManager[Any]:
+    """What to enter around scripting `model`: the first `scripting_context` of it or of a submodule."""
+    for module in model.modules():
+        hook = getattr(module, "scripting_context", None)
+        if hook is not None:
+            return hook()
+    return contextlib.nullcontext()
+
+
+def has_reference_run(model: Any) -> bool:
+    """Whether `model` adds reference-only tensors to its eager outputs."""
+    return callable(getattr(model, "reference_run", None))
+
+
+def reference_run(model: Any, run: Callable[[], Outputs], image: Tensor) -> Outputs:
+    """`model`'s eager outputs for a set (`run()`), with its reference-only tensors when it has a `reference_run`."""
+    return model.reference_run(run, image) if has_reference_run(model) else run()
