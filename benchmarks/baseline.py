@@ -7,16 +7,17 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
-from modelship.bench.report import Report, Row
+from modelship.bench.report import MachineInfo, Report, Row
+from modelship.contract.jsonfile import JsonObject
 
 SCHEMA = 1
 
 
 @dataclass(frozen=True)
 class Machine:
-    """What makes two runs' ratios comparable: the CPU, how many cores, Python and the packages that measure."""
+    """What makes two runs' ratios comparable: the CPU, how many cores, Python and the packages that measure (of a
+    run's MachineInfo, what a baseline keeps)."""
 
     cpu: str
     cores: int
@@ -24,10 +25,9 @@ class Machine:
     packages: dict[str, str]
 
     @classmethod
-    def from_info(cls, info: dict[str, Any]) -> Machine:
-        """From `report.machine_info()`'s dictionary."""
-        cpu = info.get("cpu_model") or info.get("processor") or "unknown"
-        return cls(cpu, int(info.get("cpus") or 0), info.get("python", ""), dict(info.get("versions", {})))
+    def from_info(cls, info: MachineInfo) -> Machine:
+        cpu = info.cpu_model or info.processor or "unknown"
+        return cls(cpu, info.cpus or 0, info.python, dict(info.versions))
 
     def differences(self, other: Machine) -> list[str]:
         """What differs from `other`, one phrase each ("cores 2 -> 16", "torch 2.14.1 -> 2.15.0")."""
@@ -127,11 +127,11 @@ class Baseline:
         took = self.seconds if seconds is None else round(seconds, 1)
         return Baseline((suite,), self.quick, self.started, took, self.machine, rows)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"schema": SCHEMA, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Baseline:
+    def from_dict(cls, data: JsonObject) -> Baseline:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"baseline schema {data.get('schema')!r}, this modelship reads {SCHEMA}")
         rows = tuple(BaselineRow(**{**row, "flags": tuple(row.get("flags", ()))}) for row in data["rows"])

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from rich.table import Table
 
 from modelship.bench.baseline import Baseline, BaselineRow
+from modelship.contract.jsonfile import JsonObject
 
 K = 4.0
 FLOOR = 0.15
@@ -71,7 +72,7 @@ class RowChange:
             return "-"
         return f"-{1 - 1 / (1 + self.allowed):.0%}/+{self.allowed:.0%}"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return {
             "suite": self.suite,
             "case": self.case,
@@ -121,7 +122,7 @@ class Comparison:
         counts = ", ".join(f"{len(self.having(s))} {s}" for s in STATUSES if self.having(s))
         return f"{len(self.changes)} row{'s' * (len(self.changes) != 1)} compared: {counts or 'none'}"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return {
             "ok": self.ok,
             "summary": self.summary(),

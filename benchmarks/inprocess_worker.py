@@ -2,38 +2,39 @@
 
 The bench process has run torch (exports, the fp16 check's worker, TorchScript verification threads); measured
 there, ONNX Runtime competed with torch's OpenMP threads and caches and read up to 1.8x slower than a standalone
-process. This process imports only onnxruntime, numpy and the bench's load generator, never torch, and makes its
-session exactly as the server's onnxruntime backend does (all graph optimizations, intra-op threads = cores for one
-instance, one inter-op thread, the disabled optimizers the published config names).
+process. This process imports only onnxruntime, numpy, the bench's load generator and its protocol, never torch,
+and makes its session exactly as the server's onnxruntime backend does (all graph optimizations, intra-op threads =
+cores for one instance, one inter-op thread, the disabled optimizers the published config names).
 
-One JSON request per line in, one JSON answer per line out:
-    {"op": "open", "path": ..., "threads": N, "disabled_optimizers": [...]}  -> {"ok": true, "torch": false}
-    {"op": "outputs", "inputs": IN.npz, "out": OUT.npz}                      -> {"ok": true}
-    {"op": "measure", "inputs": IN.npz, "concurrency": C, "window_s": W, "warmup_s": S, "max_requests": R}
-                                                                              -> {"ok": true, "stats": {...}}
-    {"op": "open", ..., "tokenizer": FILE, "tokenizer_spec": {...}}          a text model: texts are tokenized
-    {"op": "measure", "texts": [...], ...}                                   per request, then run (as a server does)
-    {"op": "open", "path": ..., "threads": N, "runtime": "torchscript", "output": NAME}
-                                                                              a TorchScript module (this process then
-                                                                              imports torch, and has run nothing else)
-    {"op": "image", "image": FILE, "preprocess": {...}, "mask": BOOL}        an image pipeline: per request the encoded
-    {"op": "outputs" | "measure", "image": true, ...}                        image is decoded, preprocessed and run
-                                                                              (then its class mask at the image's size)
-Errors answer {"ok": false, "error": ...}; end of input ends the process.
+One request per line in, one reply per line out (`inprocess_protocol`):
+    Open(path, threads, disabled_optimizers)     -> Reply(torch=False)
+    Outputs(OUT.npz, inputs=IN.npz)              -> Reply()
+    Measure(concurrency, window, inputs=IN.npz)  -> Reply(stats=...)
+    Open(..., tokenizer=...)                     a text model: texts are tokenized per request, then run (as a
+    Measure(..., texts=[...])                    server does)
+    Open(path, threads, torchscript_output=NAME) a TorchScript module (this process then imports torch, and has run
+                                                 nothing else)
+    Image(FILE, preprocess, mask)                an image pipeline: per request the encoded image is decoded,
+    Outputs | Measure(..., image=True)           preprocessed and run (then its class mask at the image's size)
+Errors answer Reply(error=...); end of input ends the process.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnxruntime as ort
 
+from modelship.bench.inprocess_protocol import Image, Measure, Open, Outputs, Reply, Request, read_request, reply_line
 from modelship.bench.loadgen import run_load
+
+if TYPE_CHECKING:
+    from modelship.preprocess.tokenizer import TextTokenizer
 
 
 def make_session(path: str, threads: int, disabled_optimizers: list[str]) -> Any:
@@ -70,15 +71,14 @@ def _torchscript(path: str, threads: int, output: str) -> Callable[[np.ndarray],
     return run
 
 
-def _image_job(request: dict[str, Any], run: Callable[[np.ndarray], np.ndarray]) -> Callable[[], np.ndarray]:
+def _image_job(request: Image, run: Callable[[np.ndarray], np.ndarray]) -> Callable[[], np.ndarray]:
     """Decode the request's encoded image, preprocess it by its spec, run it, then (a segmenter) its class mask at
     the image's size: what an image pipeline does per request."""
-    from modelship.contract.preprocessing import PreprocessSpec
+    from modelship.postprocess import class_mask
     from modelship.preprocess import decode_image, transform
-    from modelship.preprocess.postprocess import class_mask
 
-    encoded = Path(request["image"]).read_bytes()
-    spec, mask = PreprocessSpec.from_dict(request["preprocess"]), bool(request["mask"])
+    encoded = Path(request.image).read_bytes()
+    spec, mask = request.preprocess, request.mask
 
     def job() -> np.ndarray:
         photo = decode_image(encoded)
@@ -88,68 +88,75 @@ def _image_job(request: dict[str, Any], run: Callable[[np.ndarray], np.ndarray])
     return job
 
 
-def _measure(request: dict[str, Any], job: Callable[[], object], batch: int, source: str) -> dict[str, Any]:
-    """`job` run by the load generator with the request's concurrency and window; the answer carries its stats."""
+def _measure(request: Measure, job: Callable[[], object], batch: int, source: str) -> Reply:
+    """`job` run by the load generator with the request's concurrency and window; the reply carries its stats."""
     stats = run_load(
         lambda: job,
-        concurrency=request["concurrency"],
+        concurrency=request.concurrency,
         batch=batch,
-        duration_s=request["window_s"],
-        max_requests=request["max_requests"],
-        warmup_s=request["warmup_s"],
+        duration_s=request.window.window_s,
+        max_requests=request.window.max_requests,
+        warmup_s=request.window.warmup_s,
         source=source,
     )
-    return {"ok": True, "stats": stats.to_dict()}
+    return Reply(stats=stats)
 
 
-def handle(request: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
-    op = request["op"]
-    if op == "open" and request.get("runtime") == "torchscript":
-        state["run"] = _torchscript(request["path"], request["threads"], request["output"])
-        return {"ok": True, "torch": True}
-    if op == "open":
-        session = state["session"] = make_session(request["path"], request["threads"], request["disabled_optimizers"])
+@dataclass
+class State:
+    """What the requests so far have opened: the ONNX session, the function that runs one input array, a text
+    model's tokenizer, the image pipeline's job."""
+
+    session: Any = None
+    run: Callable[[np.ndarray], np.ndarray] | None = None
+    tokenizer: TextTokenizer | None = None
+    job: Callable[[], np.ndarray] | None = None
+
+
+def handle(request: Request, state: State) -> Reply:
+    if isinstance(request, Open) and request.torchscript_output is not None:
+        state.run = _torchscript(request.path, request.threads, request.torchscript_output)
+        return Reply(torch=True)
+    if isinstance(request, Open):
+        session = state.session = make_session(request.path, request.threads, request.disabled_optimizers)
         name = session.get_inputs()[0].name
-        state["run"] = lambda array: session.run(None, {name: array})[0]
-        if request.get("tokenizer"):
-            from modelship.contract.tokenizer import TokenizerSpec
+        state.run = lambda array: session.run(None, {name: array})[0]
+        if request.tokenizer is not None:
             from modelship.preprocess.tokenizer import TextTokenizer
 
-            state["tokenizer"] = TextTokenizer(request["tokenizer"], TokenizerSpec.from_dict(request["tokenizer_spec"]))
-        return {"ok": True, "torch": "torch" in sys.modules}
-    if op == "image":
-        state["job"] = _image_job(request, state["run"])
-        return {"ok": True}
-    if request.get("image"):
-        job = state["job"]
-        if op == "outputs":
-            np.save(request["out"], job())
-            return {"ok": True}
+            state.tokenizer = TextTokenizer(request.tokenizer.path, request.tokenizer.spec)
+        return Reply(torch="torch" in sys.modules)
+    if isinstance(request, Image):
+        state.job = _image_job(request, state.run)
+        return Reply()
+    if request.image:
+        job = state.job
+        if isinstance(request, Outputs):
+            np.save(request.out, job())
+            return Reply()
         return _measure(request, job, 1, "in-process image pipeline")
-    session = state["session"]
-    if op == "measure" and "texts" in request:
-        tokenizer, texts = state["tokenizer"], request["texts"]
+    session = state.session
+    if isinstance(request, Measure) and request.texts is not None:
+        tokenizer, texts = state.tokenizer, request.texts
         return _measure(
             request, lambda: session.run(None, tokenizer.encode(texts)), len(texts), "tokenizers + onnxruntime"
         )
-    inputs = _inputs(request["inputs"])
-    if op == "outputs":
+    inputs = _inputs(request.inputs)
+    if isinstance(request, Outputs):
         names = [o.name for o in session.get_outputs()]
-        np.savez(request["out"], **dict(zip(names, session.run(None, inputs), strict=True)))
-        return {"ok": True}
-    if op == "measure":
-        return _measure(request, lambda: session.run(None, inputs), len(next(iter(inputs.values()))), "onnxruntime")
-    raise ValueError(f"unknown op {op!r}")
+        np.savez(request.out, **dict(zip(names, session.run(None, inputs), strict=True)))
+        return Reply()
+    return _measure(request, lambda: session.run(None, inputs), len(next(iter(inputs.values()))), "onnxruntime")
 
 
 def main() -> None:
-    state: dict[str, Any] = {}
+    state = State()
     for line in sys.stdin:
         try:
-            answer = handle(json.loads(line), state)
+            reply = handle(read_request(line), state)
         except Exception as exc:  # every failure is an answer: the bench reports it
-            answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        sys.stdout.write(json.dumps(answer) + "\n")
+            reply = Reply(error=f"{type(exc).__name__}: {exc}")
+        sys.stdout.write(reply_line(reply))
         sys.stdout.flush()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,6 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from modelship.bench.inprocess_protocol import (
+    Image,
+    Measure,
+    Open,
+    Outputs,
+    Reply,
+    Request,
+    Window,
+    read_reply,
+    request_line,
+)
 from modelship.bench.loadgen import run_load
 from modelship.bench.requests import sender
 from modelship.bench.stats import LoadStats
@@ -56,28 +66,30 @@ class InProcess:
             stdout=subprocess.PIPE,
             text=True,
         )
-        request: dict[str, Any] = {"op": "open", "path": str(path), "threads": threads or cpu_threads()}
+        threads = threads or cpu_threads()
         if torchscript_output is not None:  # a TorchScript module answering this output (the worker imports torch)
-            self._ask(request | {"runtime": "torchscript", "output": torchscript_output})
+            self._ask(Open(str(path), threads, torchscript_output=torchscript_output))
             return
-        request["disabled_optimizers"] = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
-        if tokenizer is not None:
-            request |= {"tokenizer": str(tokenizer.path), "tokenizer_spec": tokenizer.spec.to_dict()}
-        answer = self._ask(request)
-        if answer["torch"]:
+        disabled = list(FP16_DISABLED_OPTIMIZERS) if is_fp16_model(path) else []
+        if self._ask(Open(str(path), threads, disabled, tokenizer)).torch:
             raise RuntimeError("the in-process baseline's worker imported torch")
 
-    def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _ask(self, request: Request) -> Reply:
         assert self._worker.stdin is not None and self._worker.stdout is not None
-        self._worker.stdin.write(json.dumps(request) + "\n")
+        self._worker.stdin.write(request_line(request))
         self._worker.stdin.flush()
         line = self._worker.stdout.readline()
         if not line:
             raise RuntimeError(f"the in-process worker exited (code {self._worker.wait()})")
-        answer = json.loads(line)
-        if not answer["ok"]:
-            raise RuntimeError(f"in-process worker: {answer['error']}")
-        return answer
+        reply = read_reply(line)
+        if reply.error is not None:
+            raise RuntimeError(f"in-process worker: {reply.error}")
+        return reply
+
+    def _measure(self, request: Measure) -> LoadStats:
+        stats = self._ask(request).stats
+        assert stats is not None, "the worker answers a measurement with its stats"
+        return stats
 
     def _write(self, inputs: dict[str, np.ndarray]) -> str:
         path = self._folder / "inputs.npz"
@@ -86,33 +98,30 @@ class InProcess:
 
     def outputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = self._folder / "outputs.npz"
-        self._ask({"op": "outputs", "inputs": self._write(inputs), "out": str(out)})
+        self._ask(Outputs(str(out), inputs=self._write(inputs)))
         with np.load(out) as data:
             return {name: data[name] for name in data.files}
 
     def measure(self, inputs: dict[str, np.ndarray], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
-        request = {"op": "measure", "inputs": self._write(inputs), "concurrency": concurrency}
-        return LoadStats(**self._ask(request | _window(plan))["stats"])
+        return self._measure(Measure(concurrency, _window(plan), inputs=self._write(inputs)))
 
     def measure_texts(self, texts: list[str], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         """Tokenize `texts` and run them, per request (a worker opened with a tokenizer)."""
-        request = {"op": "measure", "texts": texts, "concurrency": concurrency}
-        return LoadStats(**self._ask(request | _window(plan))["stats"])
+        return self._measure(Measure(concurrency, _window(plan), texts=texts))
 
     def image_pipeline(self, encoded: bytes, spec: PreprocessSpec, *, mask: bool) -> np.ndarray:
         """From now on a request is an image pipeline's work: decode `encoded`, preprocess it by `spec`, run the
         model, then (`mask`) its class mask at the image's size. Answers one request's output."""
         image = self._folder / "image"
         image.write_bytes(encoded)
-        self._ask({"op": "image", "image": str(image), "preprocess": spec.to_dict(), "mask": mask})
+        self._ask(Image(str(image), spec, mask))
         out = self._folder / "output.npy"
-        self._ask({"op": "outputs", "image": True, "out": str(out)})
+        self._ask(Outputs(str(out), image=True))
         return np.load(out)
 
     def measure_images(self, plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         """The image pipeline's requests (`image_pipeline`), `concurrency` at a time."""
-        request = {"op": "measure", "image": True, "concurrency": concurrency}
-        return LoadStats(**self._ask(request | _window(plan))["stats"])
+        return self._measure(Measure(concurrency, _window(plan), image=True))
 
     def close(self) -> None:
         if self._worker.stdin is not None:
@@ -127,8 +136,8 @@ class InProcess:
         self.close()
 
 
-def _window(plan: BenchPlan) -> dict[str, float]:
-    return {"window_s": plan.window_s, "warmup_s": plan.warmup_s, "max_requests": plan.max_requests}
+def _window(plan: BenchPlan) -> Window:
+    return Window(plan.window_s, plan.warmup_s, plan.max_requests)
 
 
 STANDALONE = """

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelship.bench.stats import LoadStats
+from modelship.contract.jsonfile import JsonObject
 
 FAULT_RATIO = 1.05
 FAULT_CAUSES = (
@@ -138,7 +139,7 @@ class RepeatedPoint:
         spread = f"{min(ratios):.2f}-{max(ratios):.2f}, ±{self.error:.1%}"
         return f"median of {len(ratios)} interleaved pairs{where} ({spread})"
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> JsonObject:
         return {
             "ratios": [round(r, 4) for r in self.ratios],
             "relative_error": round(self.error, 4),

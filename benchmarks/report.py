@@ -10,9 +10,10 @@ import platform
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
+
+from modelship.contract.jsonfile import JsonObject
 
 # which way a ratio improves: "higher" (served / in-process), "lower" (tool / bare calls, rollout time), "one" (a
 # check of the method: two ways of measuring the same thing should agree); None: a detail that is not judged
@@ -25,8 +26,9 @@ class Row:
     """One comparison: `ratio` = `value` / `baseline`, both measured in the same run; `ratio_of` says what over what.
 
     `case` names what was measured (model, format, batch, concurrency, protocol...); `notes` is a short human
-    string (latency percentiles...); `data` holds every figure behind the row for the JSON report; `flags` say why
-    a ratio is not a result (a measurement fault, an unstable point); `better` which way the ratio improves (BETTER).
+    string (latency percentiles...); `data` holds every figure behind the row for the JSON report, already JSON (what
+    the suite measured, by its measurements' own `to_dict`; read back as written); `flags` say why a ratio is not a
+    result (a measurement fault, an unstable point); `better` which way the ratio improves (BETTER).
     """
 
     suite: str
@@ -37,7 +39,7 @@ class Row:
     baseline: float | None
     unit: str
     notes: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: JsonObject = field(default_factory=dict)
     flags: list[str] = field(default_factory=list)  # why the ratio is not to be trusted (measurement fault, unstable)
     better: str | None = "higher"
 
@@ -50,6 +52,28 @@ class Row:
             raise ValueError(f"{self.suite}/{self.case}: better must be one of {BETTER}, got {self.better!r}")
 
 
+@dataclass(frozen=True)
+class MachineInfo:
+    """The facts that make two benchmark runs comparable (or not), as `machine_info` found them when a run started:
+    the cores, the CPU's model (None in a run written before it was recorded), the load average, the platform, the
+    processor, Python and the versions of the packages that measure."""
+
+    cpus: int | None
+    cpu_model: str | None
+    load_average: list[float] | None
+    platform: str
+    processor: str
+    python: str
+    versions: dict[str, str]
+
+    def to_dict(self) -> JsonObject:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: JsonObject) -> MachineInfo:
+        return cls(**{"cpu_model": None, **data})
+
+
 @dataclass
 class Report:
     """Every row of one `modelship bench` run, with what is needed to compare runs (machine, versions, mode)."""
@@ -58,31 +82,30 @@ class Report:
     quick: bool
     started: str
     seconds: float
-    machine: dict[str, Any] = field(default_factory=dict)
+    machine: MachineInfo
     errors: dict[str, str] = field(default_factory=dict)
     suites: list[str] = field(default_factory=list)
     suite_seconds: dict[str, float] = field(default_factory=dict)  # each suite's own time (`seconds`: the run's)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "started": self.started,
             "seconds": round(self.seconds, 2),
             "quick": self.quick,
             "suites": self.suites,
             "suite_seconds": {name: round(seconds, 1) for name, seconds in self.suite_seconds.items()},
-            "machine": self.machine,
+            "machine": self.machine.to_dict(),
             "errors": self.errors,
             "rows": [asdict(row) for row in self.rows],
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Report:
+    def from_dict(cls, data: JsonObject) -> Report:
         rows = [Row(**row) for row in data["rows"]]
         suites = data.get("suites") or list(dict.fromkeys(row.suite for row in rows))
         timed = data.get("suite_seconds", {})
-        return cls(
-            rows, data["quick"], data["started"], data["seconds"], data["machine"], data["errors"], suites, timed
-        )
+        machine = MachineInfo.from_dict(data["machine"])
+        return cls(rows, data["quick"], data["started"], data["seconds"], machine, data["errors"], suites, timed)
 
 
 def cpu_model() -> str:
@@ -96,7 +119,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine_info() -> dict[str, Any]:
+def machine_info() -> MachineInfo:
     """The facts that make two benchmark runs comparable (or not)."""
     from importlib.metadata import PackageNotFoundError, version
 
@@ -106,15 +129,15 @@ def machine_info() -> dict[str, Any]:
             versions[package] = version(package)
         except PackageNotFoundError:
             continue
-    return {
-        "cpus": os.cpu_count(),
-        "cpu_model": cpu_model(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
+    return MachineInfo(
+        cpus=os.cpu_count(),
+        cpu_model=cpu_model(),
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        platform=platform.platform(),
+        processor=platform.processor() or platform.machine(),
+        python=platform.python_version(),
+        versions=versions,
+    )
 
 
 def format_number(value: float | None) -> str:
@@ -131,8 +154,8 @@ def format_number(value: float | None) -> str:
 def render_table(report: Report) -> Table:
     """The one table `modelship bench` prints: ratio and what it compares first, then the absolute figures."""
     mode = "quick" if report.quick else "full"
-    load = report.machine.get("load_average")
-    subtitle = f"{report.machine.get('cpus')} CPUs, load {load[0]:.2f}" if load else ""
+    load = report.machine.load_average
+    subtitle = f"{report.machine.cpus} CPUs, load {load[0]:.2f}" if load else ""
     table = Table(title=f"modelship bench ({mode}, {report.seconds:.0f} s)", caption=subtitle, show_lines=False)
     for name, justify in (
         ("ratio", "right"),

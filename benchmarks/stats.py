@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from modelship.contract.jsonfile import JsonObject
+
 PERCENTILES = (50, 95, 99)
 
 
@@ -34,7 +36,7 @@ class LoadStats:
         if self.throughput <= 0:
             raise ValueError(f"throughput must be > 0, got {self.throughput}")
 
-    def to_dict(self) -> dict[str, float | int | str]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
 

@@ -17,6 +17,7 @@ from torch import nn
 
 from modelship.checkpoint.families import families, family_of
 from modelship.contract.errors import ArchitectureError
+from modelship.contract.jsonfile import JsonObject
 
 # Keyword arguments a data file (checkpoint metadata, sidecar, manifest) may pass to a registry factory: plain
 # hyper-parameters of torchvision's and timm's classifiers. Factory arguments that fetch or read files (weights,
@@ -121,7 +122,7 @@ def factory(arch: str) -> Callable[..., nn.Module]:
     return family.build(arch)
 
 
-def build_model(arch: str, arch_kwargs: dict[str, Any] | None = None) -> nn.Module:
+def build_model(arch: str, arch_kwargs: JsonObject | None = None) -> nn.Module:
     """A real float32 CPU model in eval mode, randomly initialised."""
     kwargs = dict(arch_kwargs or {})
     try:
@@ -159,7 +160,7 @@ def _parameters_on_meta() -> Iterator[None]:
         nn.Module.register_parameter = original  # type: ignore[method-assign]
 
 
-def build_on_meta(arch: str, arch_kwargs: dict[str, Any] | None = None) -> nn.Module:
+def build_on_meta(arch: str, arch_kwargs: JsonObject | None = None) -> nn.Module:
     """The model's structure without allocating weights (shapes and key names only)."""
     try:
         with torch.device("meta"):

@@ -22,7 +22,6 @@ from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 
@@ -30,6 +29,7 @@ from modelship.checkpoint.arch import build_on_meta
 from modelship.checkpoint.families import AUX_VARIANT, families, family_of
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
+from modelship.contract.jsonfile import JsonObject
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
 SIGNATURE_SCHEMA = 2  # the cache file's layout: 2 = head dims as -k (multiples of the class count)
@@ -44,13 +44,13 @@ class Signature:
     head: dict[str, list[int]]  # head key -> shape, -k where k times the class count goes
     default_num_classes: int
     keys: int
-    arch_kwargs: dict[str, Any] = field(default_factory=dict)  # what the candidate is built with (aux_loss)
+    arch_kwargs: JsonObject = field(default_factory=dict)  # what the candidate is built with (aux_loss)
 
 
 @dataclass
 class Match:
     arch: str
-    arch_kwargs: dict[str, Any]
+    arch_kwargs: JsonObject
     num_classes: int | None  # None when the checkpoint has no head
     head_keys: list[str]
 
@@ -72,7 +72,7 @@ def body_hash(shapes: Shapes) -> str:
 def compute_signature(candidate: str) -> Signature | None:
     """Build `candidate` on the meta device with PROBE_CLASSES outputs; None when it cannot be built that way."""
     arch = candidate.removesuffix(AUX_VARIANT)
-    kwargs: dict[str, Any] = {"aux_loss": True} if candidate.endswith(AUX_VARIANT) else {}
+    kwargs: JsonObject = {"aux_loss": True} if candidate.endswith(AUX_VARIANT) else {}
     try:
         model = build_on_meta(arch, {**kwargs, "num_classes": PROBE_CLASSES})
     except ArchitectureError:

@@ -16,9 +16,9 @@ import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 KEY_MAP_FIELDS = ("drop", "rename", "regex")
@@ -136,9 +136,27 @@ def apply_key_map(keys: list[str], key_map: KeyMap) -> tuple[dict[str, str], lis
     return mapping, dropped, [r for r in rules if r not in used]
 
 
+@dataclass(frozen=True)
+class RenameSuggestion:
+    """Checkpoint keys that look renamed to the model's missing ones, with the key-map rule that renames them (as the
+    key map's JSON and as its TOML)."""
+
+    old: list[str]
+    new: list[str]
+    rule: JsonObject
+    toml: str
+
+    def to_dict(self) -> JsonObject:
+        return {"from": self.old, "to": self.new, "rule": self.rule, "toml": self.toml}
+
+    @classmethod
+    def from_dict(cls, data: JsonObject) -> RenameSuggestion:
+        return cls(list(data["from"]), list(data["to"]), dict(data["rule"]), str(data["toml"]))
+
+
 def suggest_renames(
     missing: dict[str, tuple[int, ...]], unexpected: dict[str, tuple[int, ...]], cutoff: float = 0.6
-) -> list[dict[str, Any]]:
+) -> list[RenameSuggestion]:
     """Pair missing and unexpected keys that look like a rename (same shape, similar name) and give the rule.
 
     Pairs that rename one module (`fc_1.weight`, `fc_1.bias` -> `fc1.*`) collapse into one regex rule.
@@ -162,16 +180,14 @@ def suggest_renames(
         if len(members) > 1:
             pattern = "^" + re.escape(old_mod + ".")
             suggestions.append(
-                {
-                    "from": [old for old, _ in members],
-                    "to": [new for _, new in members],
-                    "rule": {"regex": [{"pattern": pattern, "replace": new_mod + "."}]},
-                    "toml": f"[[regex]]\npattern = '{pattern}'\nreplace = '{new_mod}.'",
-                }
+                RenameSuggestion(
+                    old=[old for old, _ in members],
+                    new=[new for _, new in members],
+                    rule={"regex": [{"pattern": pattern, "replace": new_mod + "."}]},
+                    toml=f"[[regex]]\npattern = '{pattern}'\nreplace = '{new_mod}.'",
+                )
             )
         else:
             old, new = members[0]
-            suggestions.append(
-                {"from": [old], "to": [new], "rule": {"rename": {old: new}}, "toml": f'[rename]\n"{old}" = "{new}"'}
-            )
+            suggestions.append(RenameSuggestion([old], [new], {"rename": {old: new}}, f'[rename]\n"{old}" = "{new}"'))
     return suggestions

@@ -6,7 +6,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -33,6 +32,7 @@ from modelship.checkpoint.reading import (
 )
 from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch, timm_train_args
 from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import sha256_file
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource
@@ -44,7 +44,7 @@ class LoadOptions:
 
     checkpoint: Path
     arch: str | None = None  # torchvision name "resnet50", "timm/NAME", or "pkg.module:Factory"
-    arch_kwargs: dict[str, Any] | None = None
+    arch_kwargs: JsonObject | None = None
     key_map: Path | None = None  # JSON or TOML
     state_key: str | None = None
     allow_missing: tuple[str, ...] = ()  # fnmatch globs
@@ -66,7 +66,7 @@ class LoadOptions:
 class LoadedModel:
     model: torch.nn.Module  # eval mode, float32, CPU
     arch: str  # canonical: "resnet50", "timm/vit_tiny_patch16_224", "pkg.mod:Factory"
-    arch_kwargs: dict[str, Any]
+    arch_kwargs: JsonObject
     arch_source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint"
     checkpoint_sha256: str
     metadata: CheckpointMetadata  # io, preprocess, labels, task: from the checkpoint, its sidecar or its folder
@@ -140,7 +140,7 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
         classes = None if use_pickled or "num_classes" in choice.arch_kwargs else _head_classes(report)
         if classes is None:
             raise
-        heads = [m["key"] for m in report.shape_mismatches]
+        heads = [m.key for m in report.shape_mismatches]
         choice.arch_kwargs = {**choice.arch_kwargs, "num_classes": classes}  # the head's size, read off the weights
         report.arch_kwargs = choice.arch_kwargs
         model = build_model(choice.arch, choice.arch_kwargs)
@@ -199,8 +199,8 @@ def _refuse_nonfinite(state_dict: dict[str, torch.Tensor], report: LoadReport, p
 def _choose_arch(
     options: LoadOptions,
     raw: RawCheckpoint,
-    checkpoint_meta: dict[str, Any],
-    sidecar_meta: dict[str, Any],
+    checkpoint_meta: JsonObject,
+    sidecar_meta: JsonObject,
     state_dict: dict[str, torch.Tensor],
     key_map: KeyMap,
     progress: Callable[[int, int], None] | None,
@@ -282,21 +282,21 @@ def _head_classes(report: LoadReport) -> int | None:
     mismatches = report.shape_mismatches
     if report.missing_keys or report.unexpected_keys or not mismatches:
         return None
-    if not all(m["checkpoint"][1:] == m["model"][1:] and 0 < m["model"][0] != m["checkpoint"][0] for m in mismatches):
+    if not all(m.checkpoint[1:] == m.model[1:] and 0 < m.model[0] != m.checkpoint[0] for m in mismatches):
         return None
     arch = report.arch or ""
     if not is_registry_arch(arch):
-        sizes = {m["checkpoint"][0] for m in mismatches}
+        sizes = {m.checkpoint[0] for m in mismatches}
         return sizes.pop() if len(sizes) == 1 else None
     built = report.arch_kwargs.get("num_classes", default_num_classes(arch))
-    implied = {m["checkpoint"][0] * built / m["model"][0] for m in mismatches}
+    implied = {m.checkpoint[0] * built / m.model[0] for m in mismatches}
     classes = implied.pop() if len(implied) == 1 else 0
     return int(classes) if classes == int(classes) and classes > 0 else None
 
 
 def _mismatch_hint(report: LoadReport) -> str:
     if report.suggestions:
-        rules = "; ".join(s["toml"].replace("\n", " ") for s in report.suggestions[:3])
+        rules = "; ".join(s.toml.replace("\n", " ") for s in report.suggestions[:3])
         return f"these look renamed; put in a --key-map TOML file: {rules}"
     classes = _head_classes(report)
     if classes is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -14,11 +13,20 @@ Shapes = dict[str, tuple[int, ...]]
 HARMLESS_MISSING = ("*.num_batches_tracked",)
 
 
+@dataclass(frozen=True)
+class ShapeMismatch:
+    """A key both have, with a different shape in the checkpoint than in the model."""
+
+    key: str
+    checkpoint: list[int]
+    model: list[int]
+
+
 @dataclass
 class KeyComparison:
     missing: list[str] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
-    shape_mismatches: list[dict[str, Any]] = field(default_factory=list)
+    shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
     allowed_missing: list[str] = field(default_factory=list)
     allowed_unexpected: list[str] = field(default_factory=list)
 
@@ -45,7 +53,7 @@ def compare_keys(
             allowed = any(fnmatch.fnmatchcase(key, glob) for glob in allow_unexpected)
             (result.allowed_unexpected if allowed else result.unexpected).append(key)
         elif tuple(checkpoint[key]) != tuple(model[key]):
-            result.shape_mismatches.append({"key": key, "checkpoint": list(checkpoint[key]), "model": list(model[key])})
+            result.shape_mismatches.append(ShapeMismatch(key, list(checkpoint[key]), list(model[key])))
     return result
 
 
@@ -82,7 +90,7 @@ def describe_problems(comparison: KeyComparison) -> str:
         first = comparison.shape_mismatches[0]
         parts.append(
             f"{len(comparison.shape_mismatches)} shape mismatches "
-            f"[{summarize([m['key'] for m in comparison.shape_mismatches])}; e.g. {first['key']}: checkpoint "
-            f"{tuple(first['checkpoint'])} vs model {tuple(first['model'])}]"
+            f"[{summarize([m.key for m in comparison.shape_mismatches])}; e.g. {first.key}: checkpoint "
+            f"{tuple(first.checkpoint)} vs model {tuple(first.model)}]"
         )
     return "; ".join(parts)

@@ -15,7 +15,7 @@ import torch
 from modelship.checkpoint.reading import METADATA_KEYS, RawCheckpoint
 from modelship.contract.errors import CheckpointError, ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
-from modelship.contract.jsonfile import read_json_object
+from modelship.contract.jsonfile import JsonObject, read_json_object
 from modelship.contract.labels import clean_labels
 from modelship.contract.preprocessing import PreprocessSpec
 
@@ -42,7 +42,7 @@ class CheckpointMetadata:
                 notes.append(f"labels {shown}: line breaks replaced by spaces (labels.txt has one line per class)")
         return cls(_io(data.get("io"), source), _preprocess(data.get("preprocess"), source), labels, data.get("task"))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The fields it holds, as a checkpoint's metadata writes them."""
         fields = {
             "io": self.io.to_dict() if self.io else None,
@@ -79,7 +79,7 @@ def _preprocess(data: Any, source: str) -> PreprocessSpec | None:
         ) from None
 
 
-def checkpoint_metadata(raw: RawCheckpoint) -> dict[str, Any]:
+def checkpoint_metadata(raw: RawCheckpoint) -> JsonObject:
     """Metadata stored in the checkpoint: METADATA_KEYS beside the weights, or in the safetensors header.
 
     Lightning's `hyper_parameters['arch']` (and `arch_kwargs`) count too when no top-level `arch` is present.
@@ -110,14 +110,14 @@ def sidecar_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(checkpoint.name + ".json")
 
 
-def read_sidecar(checkpoint: Path) -> dict[str, Any]:
+def read_sidecar(checkpoint: Path) -> JsonObject:
     path = sidecar_path(checkpoint)
     if not path.exists():
         return {}
     return read_json_object(path, "sidecar", error=CheckpointError, hint="fix or delete it (see docs/checkpoints.md)")
 
 
-def write_sidecar(ckpt_path: Path | str, arch: str, arch_kwargs: dict[str, Any] | None = None, **extra: Any) -> Path:
+def write_sidecar(ckpt_path: Path | str, arch: str, arch_kwargs: JsonObject | None = None, **extra: Any) -> Path:
     """Write `<ckpt>.json` with `arch`, `arch_kwargs` and any extra metadata (io, preprocess, labels, ...)."""
     path = sidecar_path(Path(ckpt_path))
     payload = {"arch": arch, "arch_kwargs": dict(arch_kwargs or {}), **extra}

@@ -267,25 +267,35 @@ def _select_explicit(content: Any, state_key: str) -> Selection:
     return Selection(tensors, state_key, state_key.split(".")[-1] in EMA_KEYS, [f"weights from '{state_key}' (flag)"])
 
 
-def describe_container(content: Any) -> list[dict[str, Any]]:
-    """One row per top-level entry: key, kind, summary (what `inspect` prints as the container structure)."""
+@dataclass(frozen=True)
+class ContainerEntry:
+    """One top-level entry of a checkpoint: its key, what kind of value it holds, and a one-line summary."""
+
+    key: str
+    kind: str
+    summary: str
+
+
+def describe_container(content: Any) -> list[ContainerEntry]:
+    """One row per top-level entry (what `inspect` prints as the container structure)."""
     if not isinstance(content, Mapping):
-        return [{"key": "", "kind": type(content).__name__, "summary": ""}]
+        return [ContainerEntry("", type(content).__name__, "")]
     if tensor_entries(content) is not None:
-        return [{"key": "(top level)", "kind": "state dict", "summary": f"{len(content)} entries"}]
-    return [{"key": str(key), **_describe(value)} for key, value in content.items()]
+        return [ContainerEntry("(top level)", "state dict", f"{len(content)} entries")]
+    return [ContainerEntry(str(key), *_describe(value)) for key, value in content.items()]
 
 
-def _describe(value: Any) -> dict[str, str]:
+def _describe(value: Any) -> tuple[str, str]:
+    """(kind, summary) of one entry's value."""
     tensors = tensor_entries(value)
     if tensors is not None:
-        return {"kind": "state dict", "summary": f"{len(tensors)} tensors"}
+        return "state dict", f"{len(tensors)} tensors"
     if isinstance(value, torch.Tensor):
-        return {"kind": "tensor", "summary": f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"}
+        return "tensor", f"{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
     if isinstance(value, Mapping):
         shown = ", ".join(str(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
-        return {"kind": "dict", "summary": f"{len(value)} keys: {shown}"}
+        return "dict", f"{len(value)} keys: {shown}"
     if isinstance(value, (list, tuple)):
-        return {"kind": type(value).__name__, "summary": f"{len(value)} items"}
+        return type(value).__name__, f"{len(value)} items"
     text = repr(value)
-    return {"kind": type(value).__name__, "summary": text if len(text) <= 60 else text[:57] + "..."}
+    return type(value).__name__, text if len(text) <= 60 else text[:57] + "..."

@@ -16,6 +16,7 @@ from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.checkpoint.matching import summarize
 from modelship.checkpoint.metadata import sidecar_path
 from modelship.contract.errors import ArchitectureError, ModelshipError
+from modelship.contract.jsonfile import JsonObject
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -23,14 +24,14 @@ Shapes = dict[str, tuple[int, ...]]
 @dataclass
 class ArchChoice:
     arch: str
-    arch_kwargs: dict[str, Any]
+    arch_kwargs: JsonObject
     source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint"
     detail: str
     candidates: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def timm_train_args(content: Any) -> dict[str, Any] | None:
+def timm_train_args(content: Any) -> JsonObject | None:
     """`arch`/`arch_kwargs` from the `args` timm's train.py saves beside the weights (model name, num_classes)."""
     args = content.get("args") if isinstance(content, Mapping) else None
     if isinstance(args, argparse.Namespace):
@@ -44,10 +45,10 @@ def timm_train_args(content: Any) -> dict[str, Any] | None:
 def resolve_arch(
     *,
     flag: str | None,
-    flag_kwargs: dict[str, Any] | None,
-    checkpoint_meta: dict[str, Any],
-    sidecar_meta: dict[str, Any],
-    timm_args: dict[str, Any] | None,
+    flag_kwargs: JsonObject | None,
+    checkpoint_meta: JsonObject,
+    sidecar_meta: JsonObject,
+    timm_args: JsonObject | None,
     shapes: Shapes,
     checkpoint_name: str,
     progress: Callable[[int, int], None] | None = None,
@@ -84,9 +85,7 @@ def resolve_arch(
     return _from_fingerprint(shapes, flag_kwargs, checkpoint_name, notes, progress)
 
 
-def _from_flag(
-    arch: str, given: dict[str, Any], shapes: Shapes, progress: Callable[[int, int], None] | None
-) -> ArchChoice:
+def _from_flag(arch: str, given: JsonObject, shapes: Shapes, progress: Callable[[int, int], None] | None) -> ArchChoice:
     """--arch: a registry architecture is built with the kwargs its weights imply (num_classes, a segmenter's
     aux_loss), read as the fingerprint reads them, each noted; an --arch-kwargs entry wins over what the weights
     say. An import path is built with --arch-kwargs alone."""
@@ -111,7 +110,7 @@ def inferred_note(kwarg: str, value: Any, part: str, keys: list[str]) -> str:
 
 def _from_fingerprint(
     shapes: Shapes,
-    flag_kwargs: dict[str, Any] | None,
+    flag_kwargs: JsonObject | None,
     checkpoint_name: str,
     notes: list[str],
     progress: Callable[[int, int], None] | None,

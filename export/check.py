@@ -19,6 +19,7 @@ from typing import Any
 
 from modelship.contract.errors import ParityError, UsageError
 from modelship.contract.iospec import IOSpec
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Artifact, Manifest, file_change
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.export.artifact_runners import artifact_runner
@@ -29,7 +30,7 @@ from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.localize import Explanation
 from modelship.parity.runner_protocol import Runner
 from modelship.parity.text_sets import Tokenize
-from modelship.tasks import get_task
+from modelship.tasks import Task, get_task
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ class CheckResult:
     def passed(self) -> bool:
         return all(r.passed for r in self.reports)
 
-    def to_dict(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {
+    def to_dict(self) -> JsonObject:
+        payload: JsonObject = {
             "ok": self.passed,
             "export": self.manifest.name,
             "against": self.against,
@@ -98,7 +99,8 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     """Check the export; `status(what)` wraps each long step (the CLI shows a spinner)."""
     folder, choice = request.folder, request.reference
     manifest = Manifest.read(folder)
-    kinds = get_task(manifest.task).output_kinds(manifest.io)
+    task = get_task(manifest.task)
+    kinds = task.output_kinds(manifest.io)
     artifacts = select_artifacts(manifest, request.artifacts)
     serving = _serving_spec(manifest, choice.preprocess_file) if choice.images else None
     tokenize = _serving_tokenizer(manifest, folder) if choice.texts else None
@@ -123,7 +125,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
                 continue
             judged_by = own_reference(reference, artifact, folder, manifest)
             judged_sets[artifact.name] = judged_by.sets
-            reports.append(judged_by.judge(_serving(runner, serving, tokenize, artifact.io), tolerance, kinds))
+            reports.append(judged_by.judge(_serving(runner, serving, tokenize, artifact.io, task), tolerance, kinds))
     for extra in request.extra:
         tolerance = request.tolerances.config(extra.precision, manifest.task)
         tolerance = tolerance.with_score_edge(manifest.score_threshold)
@@ -133,7 +135,9 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
             except Exception as exc:  # the server is down or does not serve the model: this candidate fails
                 reports.append(_unchecked(reference.name, extra.runner.name, candidate_error(exc)))
                 continue
-            runner = extra.runner if takes != "tensors" else _serving(extra.runner, serving, tokenize, manifest.io)
+            runner = (
+                extra.runner if takes != "tensors" else _serving(extra.runner, serving, tokenize, manifest.io, task)
+            )
             served = manifest.artifact(extra.artifact) if extra.artifact else None
             judged_by = own_reference(reference, served, folder, manifest) if served else reference
             reports.append(judged_by.judge(runner, tolerance, kinds))
@@ -213,7 +217,7 @@ def _serving_tokenizer(manifest: Manifest, folder: Path) -> Tokenize:
 
 
 def _serving(
-    runner: Runner, serving: tuple[PreprocessSpec, str] | None, tokenize: Tokenize | None, io: IOSpec
+    runner: Runner, serving: tuple[PreprocessSpec, str] | None, tokenize: Tokenize | None, io: IOSpec, task: Task
 ) -> Runner:
     """`runner` behind the serving preprocessing when images are compared, its tokenizer when texts are, else
     `runner` itself."""
@@ -223,9 +227,10 @@ def _serving(
         return TextPipeline(runner, tokenize)
     if serving is None:
         return runner
-    from modelship.parity.image_inputs import image_input, serving_pipeline
+    from modelship.parity.image_inputs import boxes_layout, image_input, serving_pipeline
 
-    return serving_pipeline(runner, serving[0], image_input(io), source=serving[1])
+    spec, source = serving
+    return serving_pipeline(runner, spec, image_input(io), source=source, boxes_layout=boxes_layout(task, spec))
 
 
 def _preprocessing_diagnosis(

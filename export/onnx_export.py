@@ -190,10 +190,10 @@ def _system_cause(exc: BaseException) -> OSError | None:
     return None
 
 
-def dynamic_shapes(io: IOSpec) -> tuple[dict[int, Any], ...]:
+def dynamic_shapes(io: IOSpec) -> tuple[dict[int, torch.export.Dim], ...]:
     """torch.export `dynamic_shapes` in forward-argument order (input names given with --input need not be the
     argument names): one shared `Dim` per axis name."""
-    dims: dict[str, Any] = {}
+    dims: dict[str, torch.export.Dim] = {}
     return tuple(
         {index: dims.setdefault(name, torch.export.Dim(name, min=1)) for index, name in tensor.dynamic_axes.items()}
         for tensor in io.inputs

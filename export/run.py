@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from torch import nn
 
@@ -33,6 +32,7 @@ from modelship.contract.artifacts import (
 )
 from modelship.contract.errors import ExportError, ParityError, os_failure
 from modelship.contract.iospec import IOSpec
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Artifact, Declined, ExportFile, Manifest, Source, StepTiming, sha256_file
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.precisions import PRECISIONS
@@ -67,7 +67,7 @@ def run_export(
     source: Source,
     metadata: CheckpointMetadata | None = None,
     preprocess: PreprocessSpec | None = None,
-    sidecar: dict[str, Any] | None = None,
+    sidecar: JsonObject | None = None,
     steps: Steps | None = None,
     tokenizer: TokenizerSource | None = None,
 ) -> ExportResult:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from modelship.checkpoint.families import family_of
 from modelship.contract.artifacts import default_formats as registered_defaults
 from modelship.contract.artifacts import format_title, formats_with
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.names import check_name
 from modelship.contract.opsets import DEFAULT_TRITON
 from modelship.contract.precisions import get_precision, precision_names
@@ -75,7 +75,7 @@ class ExportSpec:
     input_options: tuple[InputOption | str, ...] = ()  # --input values, parsed here: refused before any loading
     dynamic: tuple[str, ...] = ()
     batch_sizes: tuple[int, ...] = (1, 7)
-    tolerances: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tolerances: dict[str, JsonObject] = field(default_factory=dict)
     force: bool = False
     triton: str = DEFAULT_TRITON
     seed: int = 0

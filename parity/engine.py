@@ -88,7 +88,7 @@ def compare_results(
         outputs=outputs,
         passed=candidate.error is None and all(m.passed for m in outputs),
         seconds=reference.seconds + candidate.seconds,
-        tolerance=tolerance.to_dict(),
+        tolerance=tolerance,
         per_batch=per_batch,
         error=candidate.error,
     )

@@ -22,16 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity.batching import batch_limit
 from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
 
 if TYPE_CHECKING:  # the families import torch; this module stays light (the served runner imports it)
     from modelship.checkpoint.families import ReferenceTransform as TrainingTransform
+    from modelship.tasks import Task
 
 IMAGES = "images"  # the input-set key holding image file paths
+BOXES = DETECTION_OUTPUTS[0]  # a detector's boxes, put back on the photo where its preprocessing resizes
 # Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
 # ~1e-7; one step of 8-bit pixel value after normalization is ~0.017).
 PREPROCESS_ATOL = 1e-3
@@ -53,14 +57,21 @@ def image_input(io: IOSpec) -> TensorSpec:
 
 class ImagePipeline(BaseRunner):
     """A runner that turns an input set of image files into the model's image input with `preprocess`, then runs
-    `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps."""
+    `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps.
 
-    def __init__(self, runner: Runner, preprocess: Preprocess, input_name: str, *, describe: str = "") -> None:
+    `boxes_layout` (the image input's layout, NCHW or NHWC), for a detector whose preprocessing resizes: its boxes
+    are put back on each photo (times photo size / input size), as its served `_pipeline` answers them and as
+    transformers' `post_process_object_detection(target_sizes=...)` does."""
+
+    def __init__(
+        self, runner: Runner, preprocess: Preprocess, input_name: str, *, describe: str = "", boxes_layout: str = ""
+    ) -> None:
         self.runner = runner
         self.preprocess = preprocess
         self.input_name = input_name
         self.name = runner.name
         self.describe = describe
+        self.boxes_layout = boxes_layout
 
     @property
     def max_batch(self) -> int | None:
@@ -70,10 +81,35 @@ class ImagePipeline(BaseRunner):
     def run(self, inputs: Tensors) -> Tensors:
         if IMAGES not in inputs:
             return self.runner.run(inputs)
-        return self.runner.run({self.input_name: self.preprocess([Path(p) for p in inputs[IMAGES]])})
+        paths = [Path(p) for p in inputs[IMAGES]]
+        batch = self.preprocess(paths)
+        outputs = self.runner.run({self.input_name: batch})
+        if not self.boxes_layout or BOXES not in outputs:
+            return outputs
+        return outputs | {BOXES: boxes_on_photos(outputs[BOXES], paths, input_hw(batch.shape, self.boxes_layout))}
 
     def close(self) -> None:
         self.runner.close()
+
+
+def boxes_layout(task: Task, spec: PreprocessSpec) -> str:
+    """The image layout to put boxes back on the photo in (`ImagePipeline`), or "" where they stay as answered."""
+    return spec.layout if task.boxes_on_photo(spec) else ""
+
+
+def input_hw(shape: Sequence[int], layout: str) -> tuple[int, int]:
+    """(height, width) of a batch of images of `shape` in `layout` (NCHW or NHWC)."""
+    return (int(shape[1]), int(shape[2])) if layout == "NHWC" else (int(shape[2]), int(shape[3]))
+
+
+def boxes_on_photos(boxes: np.ndarray, paths: Sequence[Path], size: tuple[int, int]) -> np.ndarray:
+    """[batch, rows, 4] boxes (x1, y1, x2, y2) in the model input's pixels (`size`: its height, width) -> on each
+    photo of `paths`, scaled by photo size / input size; padding rows (zeros) stay zeros."""
+    from modelship.preprocess import load_image
+
+    height, width = size
+    scales = [(w / width, h / height) * 2 for w, h in (load_image(p).size for p in paths)]
+    return (np.asarray(boxes, dtype=np.float64) * np.array(scales)[:, None, :]).astype(boxes.dtype)
 
 
 def training_preprocess(transform: TrainingTransform) -> Preprocess:
@@ -102,15 +138,21 @@ def serving_preprocess(spec: Any, dtype: str) -> Preprocess:
     return preprocess
 
 
-def training_pipeline(runner: Runner, transform: TrainingTransform, input_name: str) -> ImagePipeline:
+def training_pipeline(
+    runner: Runner, transform: TrainingTransform, input_name: str, *, boxes_layout: str = ""
+) -> ImagePipeline:
     """Reference side: `training_preprocess(transform)`, then `runner` (eager PyTorch)."""
-    return ImagePipeline(runner, training_preprocess(transform), input_name, describe=transform.source)
+    preprocess = training_preprocess(transform)
+    return ImagePipeline(runner, preprocess, input_name, describe=transform.source, boxes_layout=boxes_layout)
 
 
-def serving_pipeline(runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str) -> ImagePipeline:
+def serving_pipeline(
+    runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str, boxes_layout: str = ""
+) -> ImagePipeline:
     """Candidate side: `serving_preprocess(spec)`, then `runner` (an artifact or a served model)."""
     preprocess = serving_preprocess(spec, input_spec.dtype)
-    return ImagePipeline(runner, preprocess, input_spec.name, describe=f"preprocess/ with {source}")
+    describe = f"preprocess/ with {source}"
+    return ImagePipeline(runner, preprocess, input_spec.name, describe=describe, boxes_layout=boxes_layout)
 
 
 @dataclass(frozen=True)
@@ -128,7 +170,7 @@ class PreprocessingDifference:
     training_shape: list[int]
     serving_shape: list[int]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     def diagnosis(self) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.precisions import get_precision
 from modelship.parity.fp16_ranges import FP16_TINY, node_module, tensor_types
 
@@ -63,7 +64,7 @@ class Explanation:
             found.append(f"parity passes with these modules kept in fp32: {', '.join(self.fp16_keep)} ({flags})")
         return found + self.notes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "artifact": self.artifact,
             "first": asdict(self.first) if self.first else None,

@@ -9,12 +9,13 @@ import math
 from typing import Any
 
 from modelship.contract.errors import PreprocessError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import INTERPOLATIONS, PreprocessSpec
 
 DEFAULT_CROP_PCT = 0.875  # timm's default when a config has none
 
 
-def from_timm_config(config: dict[str, Any]) -> PreprocessSpec:
+def from_timm_config(config: JsonObject) -> PreprocessSpec:
     """From a timm data config (`resolve_data_config` output) or pretrained_cfg: `input_size`, `interpolation`,
     `crop_pct`, `crop_mode`, `mean`, `std`, as `timm.data.create_transform(**config)` applies them at eval time:
     resize to `floor(size / crop_pct)` (shorter side; both sides for crop_mode "squash"), center crop to size."""

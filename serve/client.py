@@ -30,6 +30,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from modelship.contract.errors import ClientError
+from modelship.contract.jsonfile import JsonObject
 from modelship.serve.model_info import ModelInfo, ModelState, Tensors
 from modelship.serve.restricted_api import secret_headers
 
@@ -157,14 +158,14 @@ class TritonClient:
             ModelState(e["name"], str(e.get("version", "")), e.get("state", ""), e.get("reason", "")) for e in entries
         ]
 
-    def model_config(self, name: str) -> dict[str, Any]:
+    def model_config(self, name: str) -> JsonObject:
         """The config `name` is served with, as Triton's JSON (what `load` takes back)."""
         with self._errors(name, "reading the config"):
             if self.protocol == "grpc":
                 return self._client.get_model_config(name, headers=self._headers, as_json=True)["config"]
             return self._client.get_model_config(name, headers=self._headers)
 
-    def load(self, name: str, config: dict[str, Any] | None = None) -> None:
+    def load(self, name: str, config: JsonObject | None = None) -> None:
         """Load (or reload) `name`, with `config` when given (e.g. a version policy), else the repository's."""
         with self._errors(doing=f"loading {name}"):
             self._client.load_model(name, headers=self._headers, config=json.dumps(config) if config else None)
@@ -173,7 +174,7 @@ class TritonClient:
         with self._errors(doing=f"unloading {name}"):
             self._client.unload_model(name, headers=self._headers)
 
-    def reload(self, name: str, config: dict[str, Any] | None = None) -> None:
+    def reload(self, name: str, config: JsonObject | None = None) -> None:
         """Unload then load `name` (its readiness is false in between), with `config` as `load` takes it."""
         self.unload(name)
         self.load(name, config)

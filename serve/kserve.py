@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.opsets import runtime_target
 from modelship.serve.object_store import S3Location
 
@@ -34,7 +34,7 @@ class KServeSpec:
         return max(6, math.ceil(self.load_seconds * PROBE_MARGIN / PROBE_PERIOD_S) + 2)
 
 
-def manifests(spec: KServeSpec) -> list[dict[str, Any]]:
+def manifests(spec: KServeSpec) -> list[JsonObject]:
     """Secret, ServiceAccount and InferenceService, as the documents of one YAML stream."""
     account = f"{spec.name}-s3"
     annotations = {"serving.kserve.io/s3-usehttps": "1"}
@@ -57,7 +57,7 @@ def manifests(spec: KServeSpec) -> list[dict[str, Any]]:
         "metadata": {"name": account},
         "secrets": [{"name": account}],
     }
-    resources: dict[str, Any] = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    resources: JsonObject = {"requests": {"cpu": "2", "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
     if spec.gpus:
         resources["limits"]["nvidia.com/gpu"] = str(spec.gpus)
     storage = f"s3://{spec.location.bucket}" + (f"/{spec.location.prefix}" if spec.location.prefix else "")
@@ -85,7 +85,7 @@ def manifests(spec: KServeSpec) -> list[dict[str, Any]]:
     return [secret, service_account, service]
 
 
-def to_yaml(documents: list[dict[str, Any]]) -> str:
+def to_yaml(documents: list[JsonObject]) -> str:
     import yaml
 
     return yaml.safe_dump_all(documents, sort_keys=False)

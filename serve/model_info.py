@@ -12,6 +12,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from modelship.contract.errors import ClientError, PreprocessError
 from modelship.contract.iospec import ServedNames
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import DEFAULT_TASK
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.serve.triton_config import (
@@ -112,7 +113,7 @@ class ModelInfo:
             raise ClientError(f"model {self.name!r}: config parameter {PARAM_IO!r} is not a name map ({exc})") from None
 
     @classmethod
-    def from_server(cls, name: str, metadata: dict[str, Any], config: dict[str, Any]) -> ModelInfo:
+    def from_server(cls, name: str, metadata: JsonObject, config: JsonObject) -> ModelInfo:
         """From the model's metadata and config as Triton answers them in JSON."""
         return cls(
             name=name,
@@ -172,5 +173,5 @@ def _fits(shape: tuple[int, ...], declared: tuple[int, ...]) -> bool:
     return len(shape) == len(declared) and all(d in (-1, n) for d, n in zip(declared, shape, strict=True))
 
 
-def _tensor_info(meta: dict[str, Any]) -> TensorInfo:
+def _tensor_info(meta: JsonObject) -> TensorInfo:
     return TensorInfo(meta["name"], meta["datatype"], tuple(int(d) for d in meta.get("shape", [])))

@@ -19,13 +19,13 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship import __version__
 from modelship.contract.artifacts import SERVED_FILES
 from modelship.contract.errors import PublishError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Artifact, Manifest
 from modelship.serve import repository
 from modelship.serve.ensemble import (
@@ -85,7 +85,7 @@ class PublishResult:
     def names(self) -> list[str]:
         return [m.name for m in self.models]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "repo": str(self.repo),
             "models": [{k: str(v) if isinstance(v, Path) else v for k, v in vars(m).items()} for m in self.models],

@@ -58,7 +58,7 @@ def pipeline_plan(
                 f"a {task.name} pipeline answers in the photo's own pixels: its preprocessing must not crop",
                 hint="export with a spec without a crop, or --pipeline-artifact none",
             )
-        rescale = bool(task.pipeline_same_size and spec is not None and spec.resize)  # boxes put back on the photo
+        rescale = task.boxes_on_photo(spec)
         postprocess = (POSTPROCESS_SUFFIX,) if task.pipeline_mask or rescale else ()
         for suffix in (PREPROCESS_SUFFIX, PIPELINE_SUFFIX, *postprocess):
             repository.check_model_name(base + suffix)

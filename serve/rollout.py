@@ -17,12 +17,13 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from modelship.contract.errors import ClientError, ModelshipError, ServeError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Manifest
 from modelship.contract.parity_report import ParityReport
 from modelship.serve.client import TritonClient
+from modelship.serve.model_info import Tensors
 from modelship.tasks import get_task
 
 
@@ -53,7 +54,7 @@ class RolloutResult:
     servers: list[ServerOutcome]
     seconds: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "ok": self.ok,
             "model": self.model,
@@ -114,7 +115,7 @@ def _roll_one(
     target: Target,
     model: str,
     version: int,
-    config: dict,
+    config: JsonObject,
     golden: GoldenCheck,
     outcome: ServerOutcome,
     timeout_s: float,
@@ -138,7 +139,7 @@ def _roll_one(
     return report.passed
 
 
-def _restore(client: TritonClient, model: str, config: dict, outcome: ServerOutcome, timeout_s: float) -> None:
+def _restore(client: TritonClient, model: str, config: JsonObject, outcome: ServerOutcome, timeout_s: float) -> None:
     """Load the config the model had before the rollout (its versions with it)."""
     try:
         _load(client, model, config)
@@ -154,8 +155,8 @@ class GoldenCheck:
     """What a served model is proved against: the export's golden inputs and outputs, the precision of the
     artifact it serves (for its tolerances) and how its task compares each output."""
 
-    inputs: list[dict[str, Any]]
-    outputs: list[dict[str, Any]]
+    inputs: list[Tensors]
+    outputs: list[Tensors]
     precision: str
     kinds: dict[str, str]
 
@@ -201,7 +202,7 @@ def _client(target: Target, timeout_s: float) -> TritonClient:
     return client
 
 
-def _current_config(client: TritonClient, model: str) -> dict:
+def _current_config(client: TritonClient, model: str) -> JsonObject:
     try:
         return client.model_config(model)
     except ClientError as exc:
@@ -222,12 +223,12 @@ def _failure(what: str, exc: ClientError) -> ServeError:
     return ServeError(exc.message[:300])
 
 
-def _versions(config: dict) -> list[int]:
+def _versions(config: JsonObject) -> list[int]:
     """The versions a config lets the server load (empty for 'latest'/'all' policies: the server decides)."""
     return [int(v) for v in config.get("version_policy", {}).get("specific", {}).get("versions", [])]
 
 
-def _load(client: TritonClient, model: str, config: dict) -> None:
+def _load(client: TritonClient, model: str, config: JsonObject) -> None:
     try:
         client.load(model, config)
     except ClientError as exc:

@@ -33,6 +33,7 @@ from modelship.contract import dtypes
 from modelship.contract.artifacts import PLATFORMS, SERVED_FILES, VARIANTS
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Artifact
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.tasks import DEFAULT_TASK, get_task
@@ -152,11 +153,11 @@ class ExportRecord:
     version: int
     tool_version: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExportRecord:
+    def from_dict(cls, data: JsonObject) -> ExportRecord:
         """As published; a model published before tasks were recorded is a classifier."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torchvision
 
+from modelship.bench import inprocess_protocol as protocol
 from modelship.bench.measure import InProcess, standalone_throughput
 from modelship.bench.peer import PEERS, PeerServer, PyTritonPeer, peer_sender
 from modelship.bench.repeated import FAULT_RATIO, PointsInRound, Repetition, Round, interleaved, relative_error
@@ -150,8 +151,8 @@ def test_the_worker_runs_an_image_pipeline_per_request_with_onnx_runtime_or_torc
     from PIL import Image
 
     from modelship.contract.preprocessing import PreprocessSpec
+    from modelship.postprocess import class_mask
     from modelship.preprocess import decode_image, transform
-    from modelship.preprocess.postprocess import class_mask
 
     encoded = io.BytesIO()
     Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(encoded, "PNG")
@@ -175,3 +176,27 @@ def test_the_worker_runs_an_image_pipeline_per_request_with_onnx_runtime_or_torc
             )
             measured = worker.measure_images(plan, concurrency=2)
         assert measured.source == "in-process image pipeline" and measured.concurrency == 2 and measured.throughput > 0
+
+
+def test_the_workers_requests_and_replies_are_dataclasses_on_both_sides_of_the_pipe(tmp_path) -> None:
+    from modelship.contract.preprocessing import PreprocessSpec
+    from modelship.contract.tokenizer import TokenizerSource, TokenizerSpec
+
+    window = protocol.Window(window_s=1.0, warmup_s=0.25, max_requests=500)
+    tokenizer = TokenizerSource(tmp_path / "tokenizer.json", TokenizerSpec(8, 0, "[PAD]"))
+    requests = [
+        protocol.Open("m.onnx", 2, ["EliminateDuplicateInitializer"], tokenizer),
+        protocol.Open("m.pt", 2, torchscript_output="boxes"),
+        protocol.Image("photo.jpg", PreprocessSpec(resize=16, crop=None), mask=True),
+        protocol.Outputs("out.npz", inputs="in.npz"),
+        protocol.Outputs("out.npy", image=True),
+        protocol.Measure(2, window, inputs="in.npz"),
+        protocol.Measure(4, window, texts=["a sentence"]),
+        protocol.Measure(1, window, image=True),
+    ]
+    for request in requests:
+        assert protocol.read_request(protocol.request_line(request)) == request
+    for reply in (protocol.Reply(torch=False), protocol.Reply(stats=stats(12.5)), protocol.Reply(error="OSError: x")):
+        assert protocol.read_reply(protocol.reply_line(reply)) == reply
+    with pytest.raises(ValueError, match="unknown op 'close'"):
+        protocol.read_request('{"op": "close"}')

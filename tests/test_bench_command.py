@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from modelship.bench.report import Report, Row, results_dir, write_json
+from modelship.bench.report import MachineInfo, Report, Row, results_dir, write_json
 from modelship.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ def _run(quick: bool = True) -> Report:
         Row("transport", "small b8 (4.8 MB) c1 grpc-shm", 0.93, "served / in-process throughput", 372.0, 400.0,
             "inf/s"),
     ]  # fmt: skip
-    machine = {"cpus": 2, "cpu_model": "Test CPU", "python": "3.11.7", "versions": {"torch": "2.14.1"}}
+    machine = MachineInfo(2, "Test CPU", None, "Linux-6.1-x86_64", "x86_64", "3.11.7", {"torch": "2.14.1"})
     timed = {"serving": 200.04, "transport": 39.96}
     return Report(
         rows, quick, "2026-12-05T10:00:00", 240.0, machine, suites=["serving", "transport"], suite_seconds=timed

@@ -9,7 +9,7 @@ import pytest
 
 from modelship.bench.baseline import Baseline, BaselineRow, Machine
 from modelship.bench.compare import FLOOR, NOISY, allowed, compare, compare_all
-from modelship.bench.report import Report, Row
+from modelship.bench.report import MachineInfo, Report, Row
 
 MACHINE = Machine("Test CPU @ 2.0GHz", 2, "3.11.7", {"onnxruntime-gpu": "1.31.1", "torch": "2.14.1"})
 
@@ -119,7 +119,7 @@ def test_a_baseline_keeps_each_rows_ratio_and_spread_and_reads_back() -> None:
         Row("export", "small end to end", 0.97, "tool / bare library calls", 9.7, 10.0, "s", better="lower"),
         Row("export", "small load", 9.3, "tool / bare library calls", 0.64, 0.07, "s", better=None),
     ]  # fmt: skip
-    machine = {"cpus": 2, "cpu_model": "Test CPU", "python": "3.11.7", "versions": {"torch": "2.14.1"}}
+    machine = MachineInfo(2, "Test CPU", None, "Linux-6.1-x86_64", "x86_64", "3.11.7", {"torch": "2.14.1"})
     report = Report(rows, True, "2026-12-05T10:00:00", 61.04, machine, suites=["serving", "export"])
     made = Baseline.from_report(report)
     assert made.suites == ("serving", "export") and made.machine == Machine(

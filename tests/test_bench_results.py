@@ -6,8 +6,18 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
+from modelship.bench.baseline import Machine
 from modelship.bench.perf_analyzer import LIBRARIES, PerfAnalyzer, _link_libraries, parse_csv
-from modelship.bench.report import Report, Row, format_number, read_json, render_table, result_stem, write_json
+from modelship.bench.report import (
+    MachineInfo,
+    Report,
+    Row,
+    format_number,
+    read_json,
+    render_table,
+    result_stem,
+    write_json,
+)
 from modelship.bench.tuning import read_config, set_intra_op_threads
 
 # What perf_analyzer 2.51 writes with -f (latencies in microseconds; no average column).
@@ -57,7 +67,8 @@ def _report() -> Report:
         Row("serving", "resnet50 onnx pytriton peer", None, "modelship / peer", None, None, "", "not installed"),
         Row("export", "resnet50 end to end", 0.96, "tool / bare library calls", 14.4, 14.9, "s", better="lower"),
     ]  # fmt: skip
-    return Report(rows, quick=True, started="2026-01-02T03:04:05", seconds=12.5, machine={"cpus": 2},
+    machine = MachineInfo(2, "Test CPU", [0.5, 0.4, 0.3], "Linux-6.1-x86_64", "x86_64", "3.11.7", {"torch": "2.14.1"})
+    return Report(rows, quick=True, started="2026-01-02T03:04:05", seconds=12.5, machine=machine,
                   suites=["export", "serving"])  # fmt: skip
 
 
@@ -94,6 +105,14 @@ def test_a_run_is_written_and_read_back_under_a_name_that_never_overwrites(tmp_p
     assert data["quick"] is True and data["suites"] == ["export", "serving"] and len(data["rows"]) == 3
     assert data["rows"][0]["ratio"] == 0.91 and data["rows"][2]["better"] == "lower"
     assert read_json(path) == report
+
+
+def test_a_run_written_before_the_cpu_model_was_recorded_reads_back(tmp_path) -> None:
+    data = _report().to_dict()
+    del data["machine"]["cpu_model"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    machine = read_json(tmp_path / "old.json").machine
+    assert machine.cpu_model is None and Machine.from_info(machine).cpu == "x86_64"  # the processor instead
 
 
 def test_the_serving_suite_sets_one_published_configs_threads(tmp_path) -> None:

@@ -44,9 +44,9 @@ def test_suggestions_single_key_and_module():
     missing = {"fc1.weight": (4, 8), "fc1.bias": (4,), "norm.weight": (8,)}
     unexpected = {"fc_1.weight": (4, 8), "fc_1.bias": (4,), "totally.different": (8,)}
     (suggestion,) = suggest_renames(missing, unexpected)
-    assert suggestion["rule"] == {"regex": [{"pattern": "^fc_1\\.", "replace": "fc1."}]}
+    assert suggestion.rule == {"regex": [{"pattern": "^fc_1\\.", "replace": "fc1."}]}
     (single,) = suggest_renames({"norm.weight": (8,)}, {"norn.weight": (8,), "norm.weigth": (9,)})
-    assert single["rule"] == {"rename": {"norn.weight": "norm.weight"}}
+    assert single.rule == {"rename": {"norn.weight": "norm.weight"}}
 
 
 def test_compare_and_group():

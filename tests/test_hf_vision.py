@@ -153,11 +153,34 @@ def test_parity_images_runs_eager_through_the_processor_itself(exports: dict[str
     photos.mkdir()
     for path in PHOTOS[:4]:
         shutil.copy(path, photos / path.name)
-    for kind in ("vit", "segformer"):
+    for kind in ("vit", "segformer", "detr"):
         result = invoke("parity", exports[kind], "--images", photos, "--json")
         assert result.exit_code == 0, result.output
         pipelines = json.loads(result.stdout)["image_pipelines"]
         assert "ImageProcessor" in pipelines["reference"] and pipelines["max_abs"] == 0.0, pipelines
+
+
+@pytest.mark.heavy
+@pytest.mark.integration
+def test_the_served_detr_pipeline_is_judged_on_the_photo(exports: dict[str, Path], tmp_path: Path) -> None:
+    """The DETR pipeline answers boxes on the photo (its `_postprocess` scales them back); `parity --images
+    --served` puts eager's boxes on the photo too, as transformers' `post_process_object_detection(target_sizes=)`
+    does, and the served pipeline passes with every box matched."""
+    from modelship.serve.server import TritonServer
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for path in PHOTOS[:2]:
+        shutil.copy(path, photos / path.name)
+    published = invoke("publish", exports["detr"], "--repo", tmp_path / "repo", "--json")
+    assert published.exit_code == 0, published.output
+    with TritonServer(tmp_path / "repo") as server:
+        served = ("--served", server.grpc_url, "--served-model", "detr_pipeline")
+        result = invoke("parity", exports["detr"], "--images", photos, *served, "--json")
+    assert result.exit_code == 0, result.output[-2000:]
+    (report,) = [r for r in json.loads(result.stdout)["reports"] if r["candidate"] == "triton:detr_pipeline"]
+    (boxes,) = report["outputs"]
+    assert report["passed"] and boxes["matched"] == boxes["reference_boxes"] > 0, boxes
 
 
 def test_a_folder_without_its_processor_or_with_custom_code_is_refused(

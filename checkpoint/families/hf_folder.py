@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from modelship.contract.errors import CheckpointError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.tokenizer import TOKENIZER_FILE, TokenizerSpec
 
 CONFIG_FILE = "config.json"
@@ -66,7 +66,7 @@ class HFFolder:
     """What a Hugging Face checkpoint is, read from its files."""
 
     root: Path  # the folder holding config.json
-    config: dict[str, Any]
+    config: JsonObject
     weights: Path
     architecture: str  # a transformers class name: BertForSequenceClassification, BertModel, ...
     task: str
@@ -129,7 +129,7 @@ def read_hf_folder(path: Path, arch: str | None = None) -> HFFolder:
     return HFFolder(root, config, weights, architecture, task, tokenizer, spec, pooling, labels, arch is not None)
 
 
-def _json(path: Path, *, quiet: bool = False) -> dict[str, Any]:
+def _json(path: Path, *, quiet: bool = False) -> JsonObject:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -166,7 +166,7 @@ def _sentence_modules(folder: Path) -> dict[str, str] | None:
     return roles
 
 
-def _refuse_custom_code(root: Path, config: dict[str, Any], name: str = CONFIG_FILE) -> None:
+def _refuse_custom_code(root: Path, config: JsonObject, name: str = CONFIG_FILE) -> None:
     for file, data in (
         (name, config),
         ("tokenizer_config.json", _json(root / "tokenizer_config.json", quiet=True)),
@@ -193,7 +193,7 @@ def _weights(root: Path) -> Path:
     )
 
 
-def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
+def _architecture(root: Path, config: JsonObject, arch: str | None) -> str:
     if arch:
         if not arch.startswith(ARCH_PREFIX):
             raise CheckpointError(
@@ -216,7 +216,7 @@ def _architecture(root: Path, config: dict[str, Any], arch: str | None) -> str:
     return names[0]
 
 
-def _head(root: Path, architecture: str, config: dict[str, Any]) -> Head:
+def _head(root: Path, architecture: str, config: JsonObject) -> Head:
     head = next((h for h in HEADS if architecture.endswith(h.suffix)), None)
     if head is None:
         raise CheckpointError(
@@ -255,7 +255,7 @@ def _beside(root: Path, folder: Path, name: str) -> Path | None:
     return None
 
 
-def _tokenizer_spec(root: Path, folder: Path, config: dict[str, Any], tokenizer: Path) -> TokenizerSpec:
+def _tokenizer_spec(root: Path, folder: Path, config: JsonObject, tokenizer: Path) -> TokenizerSpec:
     """The settings transformers' tokenizer would use: the longest input the model takes (sentence-transformers'
     max_seq_length, else the tokenizer's model_max_length, capped by the model's max_position_embeddings) and the
     pad token (tokenizer.json's padding, else the special-tokens map, else config.json's pad_token_id)."""
@@ -299,7 +299,7 @@ def _pad(saved: dict, tokenizer_config: dict, config: dict, tokenizer: Path) -> 
     )
 
 
-def _labels(root: Path, config: dict[str, Any]) -> list[str] | None:
+def _labels(root: Path, config: JsonObject) -> list[str] | None:
     """The labels of id2label in output order; a CheckpointError unless its keys are exactly 0..n-1 (transformers
     sizes the head by the number of labels: n outputs)."""
     mapping = config.get("id2label")

@@ -19,6 +19,7 @@ from modelship.checkpoint.families.registry import (
     Match,
     ModelFamily,
     ReferenceTransform,
+    StateDict,
     register_family,
 )
 from modelship.contract.preprocessing import PreprocessSpec
@@ -41,7 +42,7 @@ def opens(checkpoint: Path, arch: str | None, notes: list[str]) -> Folder | None
     )
 
 
-def _build(folder: HFFolder, state_dict: dict[str, Any], match: Match, notes: list[str]) -> FolderModel:
+def _build(folder: HFFolder, state_dict: StateDict, match: Match, notes: list[str]) -> FolderModel:
     """The transformers class built from the config, the weights matched (renamed as transformers renames them, a
     stale position_ids buffer left out), behind the tensor interface of what feeds it."""
     from modelship.checkpoint.families.hf_build import build_hf_model, transformers_renames

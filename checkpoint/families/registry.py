@@ -37,9 +37,12 @@ from modelship.contract.errors import UsageError
 from modelship.contract.preprocessing import PreprocessSpec
 
 if TYPE_CHECKING:  # the registry stays light: these import torch
+    from torch import Tensor
+
     from modelship.checkpoint.metadata import CheckpointMetadata
     from modelship.contract.tokenizer import TokenizerSource
 
+StateDict = dict[str, "Tensor"]  # parameter name -> tensor
 AUX_VARIANT = "+aux"  # a candidate name's suffix: the model built with its auxiliary head (aux_loss=True)
 
 
@@ -77,7 +80,7 @@ def _as_is(model: Any, keep_aux: bool) -> Adapted:
 
 # `match(state_dict, model, renames)`: the loader renames the checkpoint's keys (`renames`: old -> new, the family's
 # own, listed in the load report with the key map's), checks them strictly against the model's and copies them in
-Match = Callable[[dict[str, Any], Any, dict[str, str]], None]
+Match = Callable[[StateDict, Any, dict[str, str]], None]
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ class Folder:
     arch: str
     source: str
     detail: str
-    build: Callable[[dict[str, Any], Match, list[str]], FolderModel]
+    build: Callable[[StateDict, Match, list[str]], FolderModel]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from modelship.cli.main import emit_json, json_option, make_console, parse_batch
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.cli.variant_flags import VariantFlagsCommand, chosen
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
+from modelship.contract.jsonfile import JsonObject
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.checkpoint import LoadOptions
@@ -222,7 +223,7 @@ def export_command(
       export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
           --input attention_mask:batch,sequence:int64:0..2
     """
-    from modelship.checkpoint import load_model
+    from modelship.checkpoint import LoadReport, load_model
     from modelship.export.run import refuse_existing, run_export
     from modelship.export.steps import Steps
 
@@ -235,10 +236,10 @@ def export_command(
             loaded = load_model(load, progress=None if as_json else fingerprint_progress())
     except ModelshipError as exc:
         if not as_json and exc.details.get("sha256"):
-            print_load_report(console, exc.details)
+            print_load_report(console, LoadReport.from_dict(exc.details))
         raise
     if not as_json:
-        print_load_report(console, loaded.report.to_dict())
+        print_load_report(console, loaded.report)
     choice = flags.format_choice(loaded.arch)
     if not as_json:
         for skipped in choice.skipped:
@@ -288,7 +289,7 @@ def _source(loaded: Any, checkpoint: Path) -> Any:
     )
 
 
-def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
+def _sidecar(loaded: Any, checkpoint: Path) -> JsonObject:
     return {
         "checkpoint": str(checkpoint),
         "sha256": loaded.checkpoint_sha256,
@@ -300,7 +301,7 @@ def _sidecar(loaded: Any, checkpoint: Path) -> dict[str, Any]:
     }
 
 
-def _publish(folder: Path, repo: str | None, console: Console) -> dict[str, Any]:
+def _publish(folder: Path, repo: str | None, console: Console) -> JsonObject:
     """Publish the verified export (serve.publish's default repository unless REPO, a folder or s3://, is given)."""
     try:
         from modelship.serve.publish import DEFAULT_REPO, PublishOptions, publish_to

@@ -4,12 +4,14 @@ summary table of every artifact's parity, and the lines naming what fp16 variant
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
+
+from modelship.contract.jsonfile import JsonObject
 
 if TYPE_CHECKING:
     from modelship.contract.manifest import Manifest
@@ -76,7 +78,7 @@ def rows_from_manifest(manifest: Manifest) -> list[Row]:
     return [(a.name, a.details.bytes or None, a.parity) for a in manifest.artifacts]
 
 
-def rows_from_parity(reports: dict[str, dict[str, Any]]) -> list[Row]:
+def rows_from_parity(reports: dict[str, JsonObject]) -> list[Row]:
     from modelship.contract.parity_report import ParityReport
 
     return [(name, None, ParityReport.from_dict(parity)) for name, parity in reports.items()]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,7 +12,7 @@ from modelship.cli.main import GuardedCommand, emit_json, json_option, make_cons
 from modelship.contract.errors import ModelshipError
 
 if TYPE_CHECKING:
-    from modelship.checkpoint import LoadOptions
+    from modelship.checkpoint import LoadOptions, LoadReport
 
 
 @click.command("inspect", cls=GuardedCommand)
@@ -36,15 +36,15 @@ def inspect_command(load: LoadOptions, as_json: bool) -> None:
     except ModelshipError as exc:
         exc.details = {**report.to_dict(), **exc.details}
         if not as_json and exc.details.get("sha256"):
-            _print_report(exc.details)
+            _print_report(LoadReport.from_dict(exc.details))
         raise
     if as_json:
         emit_json(loaded.report.to_dict())
     else:
-        _print_report(loaded.report.to_dict())
+        _print_report(loaded.report)
 
 
-def _print_report(r: dict[str, Any]) -> None:
+def _print_report(r: LoadReport) -> None:
     console = make_console(highlight=False, soft_wrap=True)
     print_container(console, r)
     print_load_report(console, r)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from modelship.cli.flags import flag_group
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 
 if TYPE_CHECKING:
     from modelship.checkpoint import LoadOptions
@@ -100,7 +101,7 @@ def _load_options(
     )
 
 
-def _arch_kwargs(text: str) -> dict[str, Any]:
+def _arch_kwargs(text: str) -> JsonObject:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:

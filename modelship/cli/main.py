@@ -19,6 +19,7 @@ from rich.console import Console
 
 from modelship import __version__
 from modelship.contract.errors import ModelshipError
+from modelship.contract.jsonfile import JsonObject
 
 # name -> ("module:attribute" of a click.Command, one-line help shown by `modelship --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -44,7 +45,7 @@ def make_console(*, stderr: bool = False, highlight: bool = True, soft_wrap: boo
     return Console(stderr=stderr, highlight=highlight, soft_wrap=soft_wrap, width=width)
 
 
-def emit_json(payload: dict[str, Any]) -> None:
+def emit_json(payload: JsonObject) -> None:
     """Write the single JSON object a `--json` command owes stdout."""
     click.echo(json.dumps(payload, indent=2, default=str))
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import click
 
@@ -15,6 +14,7 @@ from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.server_flags import repo_option
 from modelship.contract.errors import ServeError, UsageError
+from modelship.contract.jsonfile import JsonObject
 from modelship.serve import repository
 from modelship.serve.object_store import is_object_store
 from modelship.serve.ports import is_loopback
@@ -63,6 +63,52 @@ class ServeFlags:
             log_file=self.log_file,
             verbose=self.verbose,
         )
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model the server loaded: its name, version and state as the repository index says."""
+
+    name: str
+    version: str
+    state: str
+
+
+@dataclass(frozen=True)
+class FailedModel:
+    """A model that did not load, and why (Triton's reason, else its log line)."""
+
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RepositoryApi:
+    """How to open the server's repository API: the header to send and the file holding its secret."""
+
+    header: str
+    key_file: str
+
+
+@dataclass(frozen=True)
+class ServeSummary:
+    """What `modelship serve` started: where it answers, what is served, what failed and why (its --json)."""
+
+    repo: str
+    http: str
+    grpc: str
+    metrics: str
+    models: list[LoadedModel]
+    failed: list[FailedModel]
+    restored: list[str]
+    startup_s: float
+    repository_api: RepositoryApi | None
+    log_file: str | None
+    production_command: str
+    stock_dockerfile: str | None
+
+    def to_dict(self) -> JsonObject:
+        return {"ok": True, **asdict(self)}
 
 
 serve_flags = flag_group(
@@ -149,7 +195,7 @@ def serve_command(flags: ServeFlags, as_json: bool) -> None:
         signal.signal(signal.SIGINT, request_stop)  # from now on Ctrl-C asks the supervisor to stop
         summary = _summary(server, flags, restored)
         if as_json:
-            emit_json(summary)
+            emit_json(summary.to_dict())
         else:
             _print_summary(summary)
         Supervisor(server, log=lambda line: click.echo(f"supervisor: {line}", err=True)).run(stop)
@@ -172,36 +218,33 @@ def _recover_interrupted_publish(repo: str) -> list[str]:
         return repository.recover(Path(repo))
 
 
-def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> dict[str, Any]:
+def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> ServeSummary:
     """What is served, what failed and why; ServeError when nothing loaded."""
     wanted = server.explicit_models
     with server.client() as client:
         index = [m for m in client.repository_index() if wanted is None or m.name in wanted]
-    loaded = [{"name": m.name, "version": m.version, "state": m.state} for m in index if m.ready]
-    failed = [{"name": m.name, "reason": m.reason or _log_reason(server, m.name)} for m in index if not m.ready]
+    loaded = [LoadedModel(m.name, m.version, m.state) for m in index if m.ready]
+    failed = [FailedModel(m.name, m.reason or _log_reason(server, m.name)) for m in index if not m.ready]
     if failed and not loaded:
         raise ServeError(
-            f"no model loaded from {server.repo}: " + "; ".join(f"{f['name']}: {f['reason'][:160]}" for f in failed),
+            f"no model loaded from {server.repo}: " + "; ".join(f"{f.name}: {f.reason[:160]}" for f in failed),
             hint=f"fix or remove the broken model folders (server log: {server.log_file})",
-            details={"failed": failed},
+            details={"failed": [asdict(f) for f in failed]},
         )
-    return {
-        "ok": True,
-        "repo": str(server.repo),
-        "http": server.http_url,
-        "grpc": server.grpc_url,
-        "metrics": server.metrics_url,
-        "models": loaded,
-        "failed": failed,
-        "restored": restored,
-        "startup_s": round(server.startup_s or 0.0, 2),
-        "repository_api": (
-            {"header": API_KEY_HEADER, "key_file": str(server.api_key_file)} if server.repository_api else None
-        ),
-        "log_file": None if server.verbose else str(server.log_file),
-        "production_command": production_command(server.repo, flags.http_port, flags.grpc_port, flags.metrics_port),
-        "stock_dockerfile": stock_dockerfile(m["name"] for m in loaded),
-    }
+    return ServeSummary(
+        repo=str(server.repo),
+        http=server.http_url,
+        grpc=server.grpc_url,
+        metrics=server.metrics_url,
+        models=loaded,
+        failed=failed,
+        restored=restored,
+        startup_s=round(server.startup_s or 0.0, 2),
+        repository_api=RepositoryApi(API_KEY_HEADER, str(server.api_key_file)) if server.repository_api else None,
+        log_file=None if server.verbose else str(server.log_file),
+        production_command=production_command(server.repo, flags.http_port, flags.grpc_port, flags.metrics_port),
+        stock_dockerfile=stock_dockerfile(m.name for m in loaded),
+    )
 
 
 def _log_reason(server: TritonServer, name: str) -> str:
@@ -210,30 +253,30 @@ def _log_reason(server: TritonServer, name: str) -> str:
     return lines[-1].split("] ", 1)[-1].strip().strip('"') if lines else "not loadable (see the server log)"
 
 
-def _print_summary(summary: dict) -> None:
-    click.echo(f"Triton ready in {summary['startup_s']} s")
-    click.echo(f"  HTTP     {summary['http']}")
-    click.echo(f"  gRPC     {summary['grpc']}")
-    click.echo(f"  metrics  {summary['metrics']}")
-    click.echo(f"  models   ({len(summary['models'])})")
-    for model in summary["models"]:
-        click.echo(f"    {model['name']:<40} v{model.get('version', '?'):<4} {model.get('state', '')}")
-    for model in summary["failed"]:
-        click.secho(f"    {model['name']:<40} FAILED: {model['reason'][:200]}", fg="red")
-    for target in summary["restored"]:
+def _print_summary(summary: ServeSummary) -> None:
+    click.echo(f"Triton ready in {summary.startup_s} s")
+    click.echo(f"  HTTP     {summary.http}")
+    click.echo(f"  gRPC     {summary.grpc}")
+    click.echo(f"  metrics  {summary.metrics}")
+    click.echo(f"  models   ({len(summary.models)})")
+    for model in summary.models:
+        click.echo(f"    {model.name:<40} v{model.version:<4} {model.state}")
+    for model in summary.failed:
+        click.secho(f"    {model.name:<40} FAILED: {model.reason[:200]}", fg="red")
+    for target in summary.restored:
         click.echo(f"  restored {target} (a publish was interrupted)")
-    if summary["repository_api"]:
-        api = summary["repository_api"]
-        click.echo(f"  repository API: header {api['header']} with the secret in {api['key_file']}")
+    if summary.repository_api:
+        api = summary.repository_api
+        click.echo(f"  repository API: header {api.header} with the secret in {api.key_file}")
     else:
         click.echo("  repository API: closed")
-    if summary["log_file"]:
-        click.echo(f"  log      {summary['log_file']}")
+    if summary.log_file:
+        click.echo(f"  log      {summary.log_file}")
     click.echo("Production equivalent (GPU host, stock container with native backends):")
-    click.echo(f"  {summary['production_command']}")
-    if summary["stock_dockerfile"]:
-        needs = " and ".join(missing_packages(m["name"] for m in summary["models"]))
+    click.echo(f"  {summary.production_command}")
+    if summary.stock_dockerfile:
+        needs = " and ".join(missing_packages(m.name for m in summary.models))
         click.echo(f"  the Python-backend models need {needs}, which the stock image lacks: build FROM this Dockerfile")
-        for line in summary["stock_dockerfile"].splitlines():
+        for line in summary.stock_dockerfile.splitlines():
             click.echo(f"    {line}")
     click.echo("Ctrl-C to stop.")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.registry import Registry
 
 
@@ -51,7 +52,7 @@ class Fp16Attempt:
     cpu_run: Fp16Run | None = None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Fp16Attempt:
+    def from_dict(cls, data: JsonObject) -> Fp16Attempt:
         run = data.get("cpu_run")
         return cls(
             list(data.get("kept_fp32") or []),
@@ -86,17 +87,17 @@ class ArtifactDetails:
         """What the export's summary says of this artifact beyond its parity row (none by default)."""
         return []
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"format": self.format, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ArtifactDetails:
+    def from_dict(cls, data: JsonObject) -> ArtifactDetails:
         """The details as `to_dict` wrote them; keys this version does not know are left out."""
         known = {f.name for f in fields(cls)}
         return cls(**cls._typed({k: v for k, v in data.items() if k in known}))
 
     @classmethod
-    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, values: JsonObject) -> JsonObject:
         return values
 
 
@@ -124,7 +125,7 @@ def register_variant_details(artifact: str) -> Callable[[D], D]:
     return register
 
 
-def details_for(artifact_format: str, data: dict[str, Any] | None = None, artifact: str = "") -> ArtifactDetails:
+def details_for(artifact_format: str, data: JsonObject | None = None, artifact: str = "") -> ArtifactDetails:
     """The details of an artifact of `artifact_format` (named `artifact`: a variant may have its own class), read
     from `data` (empty: the defaults)."""
     cls = VARIANT_DETAILS.get(artifact) or DETAIL_TYPES.get(artifact_format, ArtifactDetails)
@@ -149,7 +150,7 @@ class TorchScriptDetails(ArtifactDetails):
         return self.kept_fp32_modules[0].reason if self.kept_fp32_modules else None
 
     @classmethod
-    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, values: JsonObject) -> JsonObject:
         return values | {"kept_fp32_modules": [KeptModule(**k) for k in values.get("kept_fp32_modules") or []]}
 
 
@@ -182,7 +183,7 @@ class OnnxDetails(ArtifactDetails):
         return self.kept_fp32_nodes[0].reason if self.kept_fp32_nodes else None
 
     @classmethod
-    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, values: JsonObject) -> JsonObject:
         return values | {
             "kept_fp32_nodes": [KeptNode(**k) for k in values.get("kept_fp32_nodes") or []],
             "fp16_attempts": [Fp16Attempt.from_dict(a) for a in values.get("fp16_attempts") or []],
@@ -251,5 +252,5 @@ class Int8Details(OnnxDetails):
         return lines
 
     @classmethod
-    def _typed(cls, values: dict[str, Any]) -> dict[str, Any]:
+    def _typed(cls, values: JsonObject) -> JsonObject:
         return super()._typed(values) | {"tries": [Int8Try(**t) for t in values.get("tries") or []]}

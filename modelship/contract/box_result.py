@@ -13,8 +13,9 @@ tie counted apart (`keypoint_ties`). Padded rows are never compared.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.parity_report import register_result
 
 DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (families.torchvision_detector)
@@ -63,9 +64,9 @@ class BoxMetrics:
             f"{self.unmatched} unmatched" + (f", {self.tie_flips} tie flips" if self.tie_flips else "")
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"kind": self.kind, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> BoxMetrics:
+    def from_dict(cls, data: JsonObject) -> BoxMetrics:
         return cls(**{k: v for k, v in data.items() if k != "kind"})

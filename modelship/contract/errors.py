@@ -7,7 +7,10 @@ Each error carries a one-line message that names the file or value at fault and,
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from modelship.contract.jsonfile import JsonObject
 
 
 class ModelshipError(Exception):
@@ -15,7 +18,7 @@ class ModelshipError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, *, hint: str | None = None, details: dict[str, Any] | None = None):
+    def __init__(self, message: str, *, hint: str | None = None, details: JsonObject | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -12,6 +12,7 @@ from typing import Any
 
 from modelship.contract.dtypes import DTYPES
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 
 __all__ = ["BATCH", "DTYPES", "Dim", "IOSpec", "ServedNames", "TensorSpec"]
 BATCH = "batch"
@@ -58,7 +59,7 @@ class TensorSpec:
     def with_dtype(self, dtype: str) -> TensorSpec:
         return TensorSpec(self.name, self.shape, dtype, self.value_range)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = asdict(self)
         out["shape"] = list(self.shape)
         if self.value_range is None:
@@ -68,7 +69,7 @@ class TensorSpec:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TensorSpec:
+    def from_dict(cls, data: JsonObject) -> TensorSpec:
         vr = data.get("value_range")
         return cls(data["name"], tuple(data["shape"]), data.get("dtype", "float32"), tuple(vr) if vr else None)
 
@@ -109,11 +110,11 @@ class IOSpec:
 
         return IOSpec(fixed(self.inputs), fixed(self.outputs))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"inputs": [t.to_dict() for t in self.inputs], "outputs": [t.to_dict() for t in self.outputs]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> IOSpec:
+    def from_dict(cls, data: JsonObject) -> IOSpec:
         return cls(
             tuple(TensorSpec.from_dict(t) for t in data["inputs"]),
             tuple(TensorSpec.from_dict(t) for t in data.get("outputs", [])),

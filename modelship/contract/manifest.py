@@ -16,6 +16,7 @@ from modelship.contract.artifact_details import ArtifactDetails, details_for
 from modelship.contract.artifacts import ARTIFACT_FORMATS
 from modelship.contract.errors import ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
@@ -44,11 +45,11 @@ class StepTiming:
     artifact: str | None = None
     ok: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"step": self.step, "artifact": self.artifact, "seconds": round(self.seconds, 4), "ok": self.ok}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StepTiming:
+    def from_dict(cls, data: JsonObject) -> StepTiming:
         return cls(data["step"], float(data["seconds"]), data.get("artifact"), bool(data.get("ok", True)))
 
 
@@ -65,7 +66,7 @@ class ExportFile:
         return {"role": self.role, "file": self.file, "sha256": self.sha256}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ExportFile:
+    def from_dict(cls, data: JsonObject) -> ExportFile:
         return cls(str(data["role"]), str(data["file"]), str(data["sha256"]))
 
 
@@ -91,7 +92,7 @@ class Source:
     checkpoint: str
     sha256: str
     arch: str
-    arch_kwargs: dict[str, Any] = field(default_factory=dict)
+    arch_kwargs: JsonObject = field(default_factory=dict)
     arch_source: str = "flag"
 
 
@@ -116,7 +117,7 @@ class Artifact:
         if self.precision not in PRECISIONS:
             raise ValueError(f"artifact precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "name": self.name,
             "format": self.format,
@@ -129,7 +130,7 @@ class Artifact:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Artifact:
+    def from_dict(cls, data: JsonObject) -> Artifact:
         return cls(
             name=data["name"],
             format=data["format"],
@@ -194,7 +195,7 @@ class Manifest:
         if reasons:
             raise error(f"export {self.name!r}: {reasons[0]}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "schema_version": self.schema_version,
             "name": self.name,
@@ -215,7 +216,7 @@ class Manifest:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Manifest:
+    def from_dict(cls, data: JsonObject) -> Manifest:
         version = data.get("schema_version", SCHEMA_VERSION)
         if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
             raise ValueError(

@@ -9,8 +9,9 @@ exactly. The logits are judged element-wise too (`tensor`, as for any tensor).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.parity_report import OutputMetrics, register_result
 
 
@@ -44,7 +45,7 @@ class MaskMetrics:
             f"max_abs {self.tensor.max_abs:.2g}"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "kind": self.kind,
             "name": self.name,
@@ -60,7 +61,7 @@ class MaskMetrics:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MaskMetrics:
+    def from_dict(cls, data: JsonObject) -> MaskMetrics:
         tensor = {k: v for k, v in data["tensor"].items() if k != "kind"}
         return cls(
             name=data["name"],

@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.registry import Registry
+from modelship.contract.tolerance import ToleranceConfig
 
 NON_FINITE = ("inf", "-inf", "nan")
 
@@ -36,7 +38,7 @@ class OutputResult(Protocol):
         """One line for `summary_line`, e.g. `logits max_abs 0.031 cos 0.99991 top1 1.000`."""
         ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> JsonObject: ...
 
 
 R = TypeVar("R")
@@ -50,7 +52,7 @@ def register_result(cls: type[R]) -> type[R]:
     return cls
 
 
-def result_from_dict(data: dict[str, Any]) -> OutputResult:
+def result_from_dict(data: JsonObject) -> OutputResult:
     """A result as its `to_dict` wrote it; results written before kinds existed are tensor statistics."""
     kind = data.get("kind", OutputMetrics.kind)
     if kind not in RESULT_TYPES:
@@ -108,14 +110,14 @@ class OutputMetrics:
             text += f" top1 {self.top1_agreement:.3f}"
         return text
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = asdict(self)
         out["shape"] = list(self.shape)
         del out["structural_failures"]
         return {"kind": self.kind, **{k: _json_number(v) for k, v in out.items()}}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> OutputMetrics:
+    def from_dict(cls, data: JsonObject) -> OutputMetrics:
         values = {k: float(v) if v in NON_FINITE else v for k, v in data.items()}  # written as text by to_dict
         return cls(**{**values, "shape": tuple(data["shape"])})
 
@@ -128,11 +130,11 @@ class SetVerdict:
     passed: bool
     outputs: list[OutputResult]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"label": self.label, "passed": self.passed, "outputs": [m.to_dict() for m in self.outputs]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SetVerdict:
+    def from_dict(cls, data: JsonObject) -> SetVerdict:
         return cls(data["label"], bool(data["passed"]), [result_from_dict(o) for o in data.get("outputs") or []])
 
 
@@ -147,11 +149,11 @@ class ParityReport:
     outputs: list[OutputResult]
     passed: bool
     seconds: float
-    tolerance: dict[str, Any] = field(default_factory=dict)
+    tolerance: ToleranceConfig | None = None  # what it was judged with
     per_batch: list[SetVerdict] | None = None
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "reference": self.reference,
             "candidate": self.candidate,
@@ -159,7 +161,7 @@ class ParityReport:
             "error": self.error,
             "batch_sizes": list(self.batch_sizes),
             "seconds": round(self.seconds, 4),
-            "tolerance": self.tolerance,
+            "tolerance": self.tolerance.to_dict() if self.tolerance else {},
             "outputs": [m.to_dict() for m in self.outputs],
             "per_batch": None if self.per_batch is None else [v.to_dict() for v in self.per_batch],
         }
@@ -184,7 +186,7 @@ class ParityReport:
         return reasons + [f"{m.name}: {reason}" for m in self.outputs for reason in m.failures]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ParityReport:
+    def from_dict(cls, data: JsonObject) -> ParityReport:
         """A report as `to_dict` wrote it (the manifest's artifacts carry theirs)."""
         return cls(
             reference=data["reference"],
@@ -193,7 +195,7 @@ class ParityReport:
             outputs=[result_from_dict(o) for o in data.get("outputs") or []],
             passed=bool(data["passed"]),
             seconds=float(data.get("seconds") or 0.0),
-            tolerance=dict(data.get("tolerance") or {}),
+            tolerance=ToleranceConfig.from_dict(data["tolerance"]) if data.get("tolerance") else None,
             per_batch=None if data.get("per_batch") is None else [SetVerdict.from_dict(v) for v in data["per_batch"]],
             error=data.get("error"),
         )

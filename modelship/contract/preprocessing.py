@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.jsonfile import read_json_object
+from modelship.contract.jsonfile import JsonObject, read_json_object
 
 # shorter: shorter side to `resize` (aspect kept); exact: to (height, width); bounded: `resize` is (shortest, longest):
 # the shorter side to shortest unless the longer would pass longest (Hugging Face's shortest_edge + longest_edge)
@@ -109,12 +109,12 @@ class PreprocessSpec:
             return self.crop
         return self.resize if self.resize_mode == "exact" else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PreprocessSpec:
+    def from_dict(cls, data: JsonObject) -> PreprocessSpec:
         if not isinstance(data, dict):
             raise PreprocessError(f"a preprocess spec is a JSON object, got {type(data).__name__}")
         known = {f.name for f in fields(cls)}

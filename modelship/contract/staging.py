@@ -74,12 +74,12 @@ def writable_parent(folder: Path, what: str) -> Path:
 class Change:
     """One rename into the repository and how to undo it.
 
-    kind "new": `source` (staged) becomes `target`, which did not exist; undone by removing `target`.
-    kind "replace": `source` replaces the file `target`, whose old content is kept at `backup` (a hard link);
-    undone by putting `backup` back. kind "remove": `target` moves to `backup`; undone by moving it back.
+    action "new": `source` (staged) becomes `target`, which did not exist; undone by removing `target`.
+    action "replace": `source` replaces the file `target`, whose old content is kept at `backup` (a hard link);
+    undone by putting `backup` back. action "remove": `target` moves to `backup`; undone by moving it back.
     """
 
-    kind: str
+    action: str
     target: str
     source: str = ""
     backup: str = ""
@@ -123,11 +123,11 @@ def commit(plan: StagedChanges, failure: Callable[[Path, OSError], ModelshipErro
 
 def _apply(change: Change) -> None:
     target = Path(change.target)
-    if change.kind == "new":
+    if change.action == "new":
         if target.exists():
             raise FileExistsError(17, "appeared while publishing", str(target))
         os.rename(change.source, target)
-    elif change.kind == "replace":
+    elif change.action == "replace":
         if target.exists():
             os.link(target, change.backup)
         os.replace(change.source, target)
@@ -140,14 +140,14 @@ def _undo(changes: list[Change]) -> None:
     for change in reversed(changes):
         target, backup = Path(change.target), Path(change.backup) if change.backup else None
         with contextlib.suppress(OSError):
-            if change.kind == "new":
+            if change.action == "new":
                 if target.is_dir() and not Path(change.source).exists():
                     shutil.rmtree(target)
                 elif target.is_file() and not Path(change.source).exists():
                     target.unlink()
             elif backup is not None and backup.exists():
                 os.replace(backup, target)
-            elif change.kind == "replace" and not Path(change.source).exists():
+            elif change.action == "replace" and not Path(change.source).exists():
                 target.unlink()  # the file was new to the repository: it had no backup
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import PreprocessError
+from modelship.contract.jsonfile import JsonObject
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what a tokenizer gives a model, by name
 TOKENIZER_FILE = "tokenizer.json"
@@ -43,7 +44,7 @@ class TokenizerSpec:
         if not self.file or "/" in self.file or self.file.startswith("."):
             raise PreprocessError(f"tokenizer file must be a plain file name in the export, got {self.file!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "file": self.file,
             "max_length": self.max_length,

@@ -3,10 +3,10 @@ the overrides; contract.precisions, each precision's default bars)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Tolerance:
                 raise UsageError(f"tolerance {name} must be a number in [-1, 1] or null, got {value!r}")
             object.__setattr__(self, name, float(value))
 
-    def updated(self, overrides: dict[str, Any]) -> Tolerance:
+    def updated(self, overrides: JsonObject) -> Tolerance:
         """A copy with some fields replaced; unknown keys are a UsageError naming them."""
         known = {f.name for f in fields(self)}
         unknown = sorted(set(overrides) - known)
@@ -53,5 +53,62 @@ class Tolerance:
             raise UsageError(f"unknown tolerance field(s): {', '.join(unknown)}", hint=hint)
         return replace(self, **overrides)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ToleranceConfig:
+    """A default tolerance and per-output exceptions (keyed by output name)."""
+
+    default: Tolerance
+    per_output: dict[str, Tolerance] = field(default_factory=dict)
+
+    def for_output(self, name: str) -> Tolerance:
+        return self.per_output.get(name, self.default)
+
+    @classmethod
+    def for_precision(
+        cls, precision: str, overrides: JsonObject | None = None, task: str | None = None
+    ) -> ToleranceConfig:
+        """The defaults of `precision` for `task` (contract.precisions), with `overrides` applied.
+
+        `overrides` holds Tolerance fields (`{"atol": 1e-3}`) and/or `"per_output": {name: {fields}}`; per-output
+        entries start from the (overridden) default. It may also be keyed by precision
+        (`{"fp16": {...}, "fp32": {...}}`), as in a `--tolerances` file; only the matching key applies.
+        """
+        from modelship.contract.precisions import get_precision, precision_names  # precisions import Tolerance
+
+        defaults = get_precision(precision).default_tolerance(task)
+        known = precision_names()
+        overrides = dict(overrides or {})
+        if set(overrides) & set(known):
+            stray = sorted(set(overrides) - set(known))
+            if stray:
+                raise UsageError(f"tolerances keyed by precision cannot also hold {', '.join(stray)}")
+            overrides = dict(overrides.get(precision) or {})
+        per_output = overrides.pop("per_output", None) or {}
+        if not isinstance(per_output, dict):
+            raise UsageError("tolerance 'per_output' must map output names to tolerance fields")
+        default = defaults.updated(overrides)
+        return cls(default, {name: default.updated(dict(values)) for name, values in per_output.items()})
+
+    def with_score_edge(self, edge: float | None) -> ToleranceConfig:
+        """Detections: `edge` (the model's score threshold) as the score edge wherever none was asked for."""
+        if edge is None:
+            return self
+
+        def edged(tolerance: Tolerance) -> Tolerance:
+            return tolerance if tolerance.score_edge is not None else replace(tolerance, score_edge=edge)
+
+        return ToleranceConfig(edged(self.default), {name: edged(t) for name, t in self.per_output.items()})
+
+    def to_dict(self) -> JsonObject:
+        return {"default": self.default.to_dict(), "per_output": {k: v.to_dict() for k, v in self.per_output.items()}}
+
+    @classmethod
+    def from_dict(cls, data: JsonObject) -> ToleranceConfig:
+        return cls(
+            Tolerance(**data["default"]),
+            {name: Tolerance(**values) for name, values in (data.get("per_output") or {}).items()},
+        )

@@ -19,6 +19,7 @@ import numpy as np
 
 from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.manifest import DEFAULT_TASK
+from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.registry import Registry
 
 PREPROCESSING = ("image", "text", "none")  # what turns a request into inputs: a PreprocessSpec, a tokenizer, nothing
@@ -72,6 +73,11 @@ class Task:
     onnx_exporter: str | None = None
     onnx_why: str = ""
     onnx_single_row: bool = False
+
+    def boxes_on_photo(self, spec: PreprocessSpec | None) -> bool:
+        """Whether its answers are put back on the photo after the model: its boxes are in the input's pixels and
+        `spec` resizes (the `_pipeline`'s box postprocess, and parity on image files, which judges the same)."""
+        return bool(self.pipeline_same_size and spec is not None and spec.resize)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from modelship.contract.jsonfile import JsonObject
 from modelship.testing.realistic import make_realistic
 
 SEED = 0
@@ -24,9 +25,9 @@ class VisionFolder:
 
     config: str
     model: str
-    sizes: dict[str, Any]
+    sizes: JsonObject
     processor: str
-    processor_settings: dict[str, Any]
+    processor_settings: JsonObject
     labels: int
     heads: Callable[[torch.nn.Module, torch.Tensor], None] | None = None  # makes it realistic instead of make_realistic
 

@@ -43,14 +43,15 @@ def shape_string(shape):
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
-def check_tensors(config, kind, model_tensors, exact):
-    """Validate the config's inputs or outputs (`kind`) against the model's as the native ONNX Runtime backend does.
+def check_tensors(config, direction, model_tensors, exact):
+    """Validate the config's inputs or outputs (`direction`: "input" or "output") against the model's as the native
+    ONNX Runtime backend does.
 
     `model_tensors`: {name: (TYPE_xxx, shape with -1 for dynamic dims)}. Inputs compare dims loosely (a dynamic
     model dim accepts any config value), outputs exactly (`exact`)."""
     name = config.get("name", "")
-    entries = config.get(kind, [])
-    if kind == "input":
+    entries = config.get(direction, [])
+    if direction == "input":
         required = [e for e in entries if not e.get("optional")]
         if len(required) != len(model_tensors):
             raise ConfigError(
@@ -62,12 +63,12 @@ def check_tensors(config, kind, model_tensors, exact):
         io = entry["name"]
         if io not in model_tensors:
             allowed = ", ".join(model_tensors)
-            raise ConfigError(f"unexpected inference {kind} '{io}', allowed {kind}s are: {allowed}")
+            raise ConfigError(f"unexpected inference {direction} '{io}', allowed {direction}s are: {allowed}")
         model_type, model_shape = model_tensors[io]
         config_type = entry.get("data_type", "TYPE_INVALID")
         if config_type != model_type:
             raise ConfigError(
-                f"unable to load model '{name}', configuration expects datatype {config_type} for {kind} '{io}', "
+                f"unable to load model '{name}', configuration expects datatype {config_type} for {direction} '{io}', "
                 f"model provides {model_type}"
             )
         _check_dims(name, io, [int(d) for d in entry.get("dims", [])], list(model_shape), batching, exact)
