@@ -14,7 +14,6 @@ Signatures are cached in the process and on disk (~/.cache/modelship, keyed by t
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import time
@@ -105,13 +104,10 @@ def cache_dir() -> Path:
 @cache
 def _versions() -> str:
     import torch
-    import torchvision
 
-    parts = [f"torch{torch.__version__}", f"tv{torchvision.__version__}"]
-    if importlib.util.find_spec("timm") is not None:
-        import timm
+    from modelship.checkpoint.families import families
 
-        parts.append(f"timm{timm.__version__}")
+    parts = [f"torch{torch.__version__}", *(v for family in families() if (v := family.version()))]
     return "-".join(parts).replace("+", "_")
 
 

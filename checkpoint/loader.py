@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from modelship.checkpoint.arch import build_model, is_registry_arch
-from modelship.checkpoint.families import Folder, adapt_model, open_folder
+from modelship.checkpoint.families import Folder, adapt_model, open_folder, training_record
 from modelship.checkpoint.fingerprint import default_num_classes
 from modelship.checkpoint.keymap import (
     KeyMap,
@@ -30,7 +30,7 @@ from modelship.checkpoint.reading import (
     read_checkpoint,
     select_state_dict,
 )
-from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch, timm_train_args
+from modelship.checkpoint.resolve import ArchChoice, inferred_note, resolve_arch
 from modelship.contract.errors import CheckpointError, KeyMappingError, ModelshipError, UsageError
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import sha256_file
@@ -218,7 +218,7 @@ def _choose_arch(
         flag_kwargs=options.arch_kwargs,
         checkpoint_meta=checkpoint_meta,
         sidecar_meta=sidecar_meta,
-        timm_args=timm_train_args(raw.content),
+        record=training_record(raw.content),
         shapes=shapes,
         checkpoint_name=str(options.checkpoint),
         progress=progress,

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from modelship.checkpoint.arch import canonical_arch, check_data_arch, is_registry_arch
-from modelship.checkpoint.families import family_of
-from modelship.checkpoint.families import timm_models as timm
+from modelship.checkpoint.families import TrainingRecord, family_of
 from modelship.checkpoint.fingerprint import AUX_HEAD, FingerprintResult, Match, fingerprint, read_arch_kwargs
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.checkpoint.matching import summarize
@@ -31,24 +29,13 @@ class ArchChoice:
     notes: list[str] = field(default_factory=list)
 
 
-def timm_train_args(content: Any) -> JsonObject | None:
-    """`arch`/`arch_kwargs` from the `args` timm's train.py saves beside the weights (model name, num_classes)."""
-    args = content.get("args") if isinstance(content, Mapping) else None
-    if isinstance(args, argparse.Namespace):
-        args = vars(args)
-    if not isinstance(args, Mapping) or not isinstance(args.get("model"), str) or not timm.models():
-        return None
-    kwargs = {"num_classes": args["num_classes"]} if isinstance(args.get("num_classes"), int) else {}
-    return {"arch": timm.PREFIX + args["model"], "arch_kwargs": kwargs}
-
-
 def resolve_arch(
     *,
     flag: str | None,
     flag_kwargs: JsonObject | None,
     checkpoint_meta: JsonObject,
     sidecar_meta: JsonObject,
-    timm_args: JsonObject | None,
+    record: TrainingRecord | None,
     shapes: Shapes,
     checkpoint_name: str,
     progress: Callable[[int, int], None] | None = None,
@@ -66,7 +53,7 @@ def resolve_arch(
     sidecar = str(sidecar_path(Path(checkpoint_name)))
     sources = [
         ("checkpoint", checkpoint_meta, "'arch' stored in the checkpoint", checkpoint_name),
-        ("checkpoint", timm_args or {}, "timm train.py args stored in the checkpoint", checkpoint_name),
+        ("checkpoint", record.fields if record else {}, record.detail if record else "", checkpoint_name),
         ("sidecar", sidecar_meta, f"sidecar {Path(sidecar).name}", sidecar),
     ]
     for source, meta, detail, file in sources:

@@ -26,7 +26,7 @@ def resolve(shapes):
         flag_kwargs=None,
         checkpoint_meta={},
         sidecar_meta={},
-        timm_args=None,
+        record=None,
         shapes=shapes,
         checkpoint_name="ckpt.pt",
     )

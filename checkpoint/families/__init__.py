@@ -10,11 +10,13 @@ from modelship.checkpoint.families.registry import (
     FolderModel,
     ModelFamily,
     ReferenceTransform,
+    TrainingRecord,
     adapt_model,
     families,
     family_of,
     open_folder,
     register_family,
+    training_record,
     unregister_family,
 )
 
@@ -26,10 +28,12 @@ __all__ = [
     "FolderModel",
     "ModelFamily",
     "ReferenceTransform",
+    "TrainingRecord",
     "adapt_model",
     "families",
     "family_of",
     "open_folder",
     "register_family",
+    "training_record",
     "unregister_family",
 ]

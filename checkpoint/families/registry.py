@@ -11,6 +11,8 @@ A family entry declares, for the canonical architecture names it owns:
 - `candidates`, `variants`, `default_classes`, `preference`: which checkpoints it claims and how sure: the names whose
   weights could be a checkpoint's keys (the fingerprint builds each once), a name's own builds (a segmenter with its
   auxiliary head), the class count a name builds by default, and which family wins when weights fit two;
+- `training_record`: the architecture a checkpoint's training script saved beside the weights (timm's train.py
+  `args`), read when nothing names one;
 - `adapt`: a built model of its library behind modelship's tensor interface for its task (a detector's one-tensor
   interface, a segmenter without its training-only auxiliary head), with notes for the load report; every family
   adapts every loaded model (a user's factory may return a torchvision detector), leaving others as they are;
@@ -19,6 +21,7 @@ A family entry declares, for the canonical architecture names it owns:
 - `reference_transform`: the library's own per-image transform, which `parity --images` runs eager PyTorch through
   and compares modelship's preprocessing against;
 - `labels`: the class names its reference weights know;
+- `version`: its library's version, part of the key of the fingerprint's cached signatures;
 - `scripts`: whether its models go through `torch.jit.script` (a plain export-model writes TorchScript).
 
 Families are asked by preference, then in the order they registered; the first that owns a name answers, and a
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelship.contract.errors import UsageError
+from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
 
 if TYPE_CHECKING:  # the registry stays light: these import torch
@@ -106,6 +110,15 @@ class Folder:
 
 
 @dataclass(frozen=True)
+class TrainingRecord:
+    """What a training script saved beside the weights says of the model: `fields` as a checkpoint's metadata holds
+    them (`arch`, `arch_kwargs`; checked like a file's before use) and where they were read (`detail`)."""
+
+    fields: JsonObject
+    detail: str
+
+
+@dataclass(frozen=True)
 class ModelFamily:
     """What one source of models knows about its own (see the module doc). The callables take the built model (or
     None when only the name is known), the canonical architecture name and the checkpoint's path."""
@@ -120,12 +133,14 @@ class ModelFamily:
     variants: Callable[[str], list[str]] = _itself
     default_classes: Callable[[str], int | None] = _nothing
     preference: int = 0
+    training_record: Callable[[Any], TrainingRecord | None] = _nothing  # from a checkpoint's loaded content
     registry: bool = False  # builds from the name alone: its default class count is known, weights can pick a name
     adapt: Callable[[Any, bool], Adapted] = _as_is
     input_size: Callable[[Any, str], tuple[int, int] | None] = _nothing
     serving_spec: Callable[[Any, str, Path], PreprocessSpec | None] = _nothing
     reference_transform: Callable[[Any, str, Path], ReferenceTransform | None] = _nothing
     labels: Callable[[str, int], list[str] | None] = _nothing
+    version: Callable[[], str | None] = _nothing
     scripts: bool = True
     fallback: bool = False  # owns what no other family owns
 
@@ -156,6 +171,11 @@ def adapt_model(model: Any, *, keep_aux: bool = False) -> Adapted:
         model = adapted.model
         notes += adapted.notes
     return Adapted(model, tuple(notes))
+
+
+def training_record(content: Any) -> TrainingRecord | None:
+    """The first family's reading of the training record saved in a checkpoint's `content`, or None."""
+    return next((r for family in families() if (r := family.training_record(content)) is not None), None)
 
 
 def open_folder(checkpoint: Path, arch: str | None, notes: list[str]) -> Folder | None:

@@ -5,12 +5,13 @@ not downloaded)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import argparse
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from modelship.checkpoint.families.registry import ModelFamily, ReferenceTransform, register_family
+from modelship.checkpoint.families.registry import ModelFamily, ReferenceTransform, TrainingRecord, register_family
 from modelship.contract.errors import ArchitectureError
 from modelship.contract.preprocessing import PreprocessSpec
 
@@ -103,6 +104,26 @@ def labels(arch: str, classes: int) -> list[str] | None:
     return [info.index_to_description(i).split(",")[0] for i in range(classes)]
 
 
+def version() -> str | None:
+    if not models():
+        return None
+    import timm
+
+    return f"timm{timm.__version__}"
+
+
+def training_record(content: Any) -> TrainingRecord | None:
+    """`arch`/`arch_kwargs` from the `args` timm's train.py saves beside the weights (model name, num_classes)."""
+    args = content.get("args") if isinstance(content, Mapping) else None
+    if isinstance(args, argparse.Namespace):
+        args = vars(args)
+    if not isinstance(args, Mapping) or not isinstance(args.get("model"), str) or not models():
+        return None
+    kwargs = {"num_classes": args["num_classes"]} if isinstance(args.get("num_classes"), int) else {}
+    fields = {"arch": PREFIX + args["model"], "arch_kwargs": kwargs}
+    return TrainingRecord(fields, "timm train.py args stored in the checkpoint")
+
+
 FAMILY = register_family(
     ModelFamily(
         "timm",
@@ -113,10 +134,12 @@ FAMILY = register_family(
         candidates=candidates,
         default_classes=default_classes,
         preference=PREFERENCE,
+        training_record=training_record,
         registry=True,
         input_size=input_size,
         serving_spec=serving_spec,
         reference_transform=reference_transform,
         labels=labels,
+        version=version,
     )
 )

@@ -137,6 +137,12 @@ def labels(arch: str, classes: int) -> list[str] | None:
     return list(categories) if categories else None
 
 
+def version() -> str:
+    import torchvision
+
+    return f"tv{torchvision.__version__}"
+
+
 FAMILY = register_family(
     ModelFamily(
         "torchvision",
@@ -153,5 +159,6 @@ FAMILY = register_family(
         serving_spec=serving_spec,
         reference_transform=reference_transform,
         labels=labels,
+        version=version,
     )
 )
