@@ -227,10 +227,10 @@ def _serving(
         return TextPipeline(runner, tokenize)
     if serving is None:
         return runner
-    from modelship.parity.image_inputs import boxes_layout, image_input, serving_pipeline
+    from modelship.parity.image_inputs import boxes_on_photo, image_input, serving_pipeline
 
     spec, source = serving
-    return serving_pipeline(runner, spec, image_input(io), source=source, boxes_layout=boxes_layout(task, spec))
+    return serving_pipeline(runner, spec, image_input(io), source=source, boxes_on_photo=boxes_on_photo(task, spec))
 
 
 def _preprocessing_diagnosis(

@@ -105,8 +105,8 @@ def build_reference(
         image = image_inputs.image_input(manifest.io)
         files = image_files(choice.images)
         transform = image_inputs.training_transform(loaded.model, loaded.arch, loaded.preprocess, str(checkpoint))
-        boxes_layout = image_inputs.boxes_layout(get_task(manifest.task), serving[0])
-        training = image_inputs.training_pipeline(eager, transform, image.name, boxes_layout=boxes_layout)
+        on_photo = image_inputs.boxes_on_photo(get_task(manifest.task), serving[0])
+        training = image_inputs.training_pipeline(eager, transform, image.name, boxes_on_photo=on_photo)
         images = image_inputs.preprocessing_difference(
             training.preprocess,
             image_inputs.serving_preprocess(serving[0], image.dtype),

@@ -59,19 +59,25 @@ class ImagePipeline(BaseRunner):
     """A runner that turns an input set of image files into the model's image input with `preprocess`, then runs
     `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps.
 
-    `boxes_layout` (the image input's layout, NCHW or NHWC), for a detector whose preprocessing resizes: its boxes
-    are put back on each photo (times photo size / input size), as its served `_pipeline` answers them and as
-    transformers' `post_process_object_detection(target_sizes=...)` does."""
+    `boxes_on_photo`, for a detector whose preprocessing resizes: that preprocessing, with which its boxes are put
+    back on each photo (`preprocess.box_scale`, as its served `_pipeline`'s box postprocess and transformers'
+    `post_process_object_detection(target_sizes=...)` do)."""
 
     def __init__(
-        self, runner: Runner, preprocess: Preprocess, input_name: str, *, describe: str = "", boxes_layout: str = ""
+        self,
+        runner: Runner,
+        preprocess: Preprocess,
+        input_name: str,
+        *,
+        describe: str = "",
+        boxes_on_photo: PreprocessSpec | None = None,
     ) -> None:
         self.runner = runner
         self.preprocess = preprocess
         self.input_name = input_name
         self.name = runner.name
         self.describe = describe
-        self.boxes_layout = boxes_layout
+        self.boxes_on_photo = boxes_on_photo
 
     @property
     def max_batch(self) -> int | None:
@@ -84,32 +90,27 @@ class ImagePipeline(BaseRunner):
         paths = [Path(p) for p in inputs[IMAGES]]
         batch = self.preprocess(paths)
         outputs = self.runner.run({self.input_name: batch})
-        if not self.boxes_layout or BOXES not in outputs:
+        if self.boxes_on_photo is None or BOXES not in outputs:
             return outputs
-        return outputs | {BOXES: boxes_on_photos(outputs[BOXES], paths, input_hw(batch.shape, self.boxes_layout))}
+        return outputs | {BOXES: boxes_on_photos(outputs[BOXES], paths, self.boxes_on_photo)}
 
     def close(self) -> None:
         self.runner.close()
 
 
-def boxes_layout(task: Task, spec: PreprocessSpec) -> str:
-    """The image layout to put boxes back on the photo in (`ImagePipeline`), or "" where they stay as answered."""
-    return spec.layout if task.boxes_on_photo(spec) else ""
+def boxes_on_photo(task: Task, spec: PreprocessSpec) -> PreprocessSpec | None:
+    """`spec` where `task`'s boxes are put back on the photo after it (`ImagePipeline`), else None."""
+    return spec if task.boxes_on_photo(spec) else None
 
 
-def input_hw(shape: Sequence[int], layout: str) -> tuple[int, int]:
-    """(height, width) of a batch of images of `shape` in `layout` (NCHW or NHWC)."""
-    return (int(shape[1]), int(shape[2])) if layout == "NHWC" else (int(shape[2]), int(shape[3]))
-
-
-def boxes_on_photos(boxes: np.ndarray, paths: Sequence[Path], size: tuple[int, int]) -> np.ndarray:
-    """[batch, rows, 4] boxes (x1, y1, x2, y2) in the model input's pixels (`size`: its height, width) -> on each
-    photo of `paths`, scaled by photo size / input size; padding rows (zeros) stay zeros."""
+def boxes_on_photos(boxes: np.ndarray, paths: Sequence[Path], spec: PreprocessSpec) -> np.ndarray:
+    """[batch, rows, 4] boxes (x1, y1, x2, y2) in the pixels of the images `spec` resized -> on each photo of
+    `paths`, times `box_scale` as the served box postprocess multiplies them; padding rows (zeros) stay zeros."""
     from modelship.preprocess import load_image
+    from modelship.preprocess.image import box_scale
 
-    height, width = size
-    scales = [(w / width, h / height) * 2 for w, h in (load_image(p).size for p in paths)]
-    return (np.asarray(boxes, dtype=np.float64) * np.array(scales)[:, None, :]).astype(boxes.dtype)
+    scales = np.stack([box_scale(photo.height, photo.width, spec) for photo in map(load_image, paths)])
+    return (boxes * scales[:, None, :]).astype(boxes.dtype, copy=False)
 
 
 def training_preprocess(transform: TrainingTransform) -> Preprocess:
@@ -139,20 +140,20 @@ def serving_preprocess(spec: Any, dtype: str) -> Preprocess:
 
 
 def training_pipeline(
-    runner: Runner, transform: TrainingTransform, input_name: str, *, boxes_layout: str = ""
+    runner: Runner, transform: TrainingTransform, input_name: str, *, boxes_on_photo: PreprocessSpec | None = None
 ) -> ImagePipeline:
     """Reference side: `training_preprocess(transform)`, then `runner` (eager PyTorch)."""
     preprocess = training_preprocess(transform)
-    return ImagePipeline(runner, preprocess, input_name, describe=transform.source, boxes_layout=boxes_layout)
+    return ImagePipeline(runner, preprocess, input_name, describe=transform.source, boxes_on_photo=boxes_on_photo)
 
 
 def serving_pipeline(
-    runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str, boxes_layout: str = ""
+    runner: Runner, spec: Any, input_spec: TensorSpec, *, source: str, boxes_on_photo: PreprocessSpec | None = None
 ) -> ImagePipeline:
     """Candidate side: `serving_preprocess(spec)`, then `runner` (an artifact or a served model)."""
     preprocess = serving_preprocess(spec, input_spec.dtype)
     describe = f"preprocess/ with {source}"
-    return ImagePipeline(runner, preprocess, input_spec.name, describe=describe, boxes_layout=boxes_layout)
+    return ImagePipeline(runner, preprocess, input_spec.name, describe=describe, boxes_on_photo=boxes_on_photo)
 
 
 @dataclass(frozen=True)
