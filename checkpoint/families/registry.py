@@ -180,11 +180,7 @@ def training_record(content: Any) -> TrainingRecord | None:
 
 def open_folder(checkpoint: Path, arch: str | None, notes: list[str]) -> Folder | None:
     """The first family's reading of `checkpoint` by its own files (`--arch`, when given, is `arch`), or None."""
-    for family in families():
-        folder = family.opens(checkpoint, arch, notes)
-        if folder is not None:
-            return folder
-    return None
+    return next((f for family in families() if (f := family.opens(checkpoint, arch, notes)) is not None), None)
 
 
 def family_of(arch: str) -> ModelFamily:

@@ -66,7 +66,7 @@ class ServeFlags:
 
 
 @dataclass(frozen=True)
-class LoadedModel:
+class ServedModel:
     """A model the server loaded: its name, version and state as the repository index says."""
 
     name: str
@@ -98,7 +98,7 @@ class ServeSummary:
     http: str
     grpc: str
     metrics: str
-    models: list[LoadedModel]
+    models: list[ServedModel]
     failed: list[FailedModel]
     restored: list[str]
     startup_s: float
@@ -223,7 +223,7 @@ def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> Se
     wanted = server.explicit_models
     with server.client() as client:
         index = [m for m in client.repository_index() if wanted is None or m.name in wanted]
-    loaded = [LoadedModel(m.name, m.version, m.state) for m in index if m.ready]
+    loaded = [ServedModel(m.name, m.version, m.state) for m in index if m.ready]
     failed = [FailedModel(m.name, m.reason or _log_reason(server, m.name)) for m in index if not m.ready]
     if failed and not loaded:
         raise ServeError(
