@@ -9,7 +9,7 @@ from pathlib import Path
 from modelship.contract.errors import UsageError
 from modelship.contract.jsonfile import JsonObject, read_json_object
 from modelship.contract.precisions import precision_names
-from modelship.contract.tolerance import Tolerance, ToleranceConfig
+from modelship.contract.tolerance import Tolerance, ToleranceConfig, keyed_by_precision
 
 __all__ = ["Tolerance", "ToleranceConfig", "ToleranceOverrides", "read_overrides"]
 
@@ -40,10 +40,7 @@ class ToleranceOverrides:
         """The overrides keyed by precision, as `ToleranceConfig.for_precision` and ExportSpec take them."""
         loaded = read_overrides(self.file) if self.file else {}
         known = precision_names()
-        keyed = set(loaded) & set(known)
-        if keyed and set(loaded) - set(known):
-            stray = ", ".join(sorted(set(loaded) - set(known)))
-            raise UsageError(f"{self.file}: tolerances keyed by precision cannot also hold {stray}")
+        keyed = keyed_by_precision(loaded, known, f"{self.file}: tolerances")
         base = {p: dict(loaded.get(p) or {}) if keyed else dict(loaded) for p in known}
         return {p: {**base[p], **self.every, **self.by_precision.get(p, {})} for p in known}
 

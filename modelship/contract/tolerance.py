@@ -3,6 +3,7 @@ the overrides; contract.precisions, each precision's default bars)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from modelship.contract.errors import UsageError
@@ -57,6 +58,16 @@ class Tolerance:
         return asdict(self)
 
 
+def keyed_by_precision(overrides: JsonObject, precisions: Sequence[str], where: str = "tolerances") -> bool:
+    """Whether `overrides` is keyed by precision (`{"fp16": {...}}`); a UsageError when it mixes precision keys with
+    fields (`where` names the source)."""
+    keyed = set(overrides) & set(precisions)
+    stray = sorted(set(overrides) - set(precisions))
+    if keyed and stray:
+        raise UsageError(f"{where} keyed by precision cannot also hold {', '.join(stray)}")
+    return bool(keyed)
+
+
 @dataclass(frozen=True)
 class ToleranceConfig:
     """A default tolerance and per-output exceptions (keyed by output name)."""
@@ -80,12 +91,8 @@ class ToleranceConfig:
         from modelship.contract.precisions import get_precision, precision_names  # precisions import Tolerance
 
         defaults = get_precision(precision).default_tolerance(task)
-        known = precision_names()
         overrides = dict(overrides or {})
-        if set(overrides) & set(known):
-            stray = sorted(set(overrides) - set(known))
-            if stray:
-                raise UsageError(f"tolerances keyed by precision cannot also hold {', '.join(stray)}")
+        if keyed_by_precision(overrides, precision_names()):
             overrides = dict(overrides.get(precision) or {})
         per_output = overrides.pop("per_output", None) or {}
         if not isinstance(per_output, dict):
