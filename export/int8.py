@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -105,12 +106,14 @@ def prepare(fp32: Path, out: Path) -> Path:
     return out
 
 
-def quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:
-    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`); an ExportError
-    naming the recipe when ONNX Runtime's quantizer fails on it."""
+def quantize(
+    fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors], only: Sequence[str] = ()
+) -> Quantized:
+    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`; `only`: those
+    nodes alone); an ExportError naming the recipe when ONNX Runtime's quantizer fails on it."""
     try:
         with quiet():
-            return _quantize(fp32, out, recipe, calibration)
+            return _quantize(fp32, out, recipe, calibration, list(only))
     except (ValueError, RuntimeError, KeyError, IndexError) as exc:  # the quantizer's own failures, one line
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ExportError(
@@ -119,7 +122,7 @@ def quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Te
         ) from None
 
 
-def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors]) -> Quantized:
+def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors], only: list[str]) -> Quantized:
     from onnxruntime.quantization import (
         CalibrationMethod,
         QuantFormat,
@@ -138,7 +141,9 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             reduce_range=recipe.reduce_range,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
-            extra_options={"MatMulConstBOnly": True},
+            nodes_to_quantize=only,
+            # fused ops (Attention) are contrib ops its type inference does not know: their outputs are float
+            extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
         )
     else:
         methods = {
@@ -158,6 +163,7 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             activation_type=activations,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
+            nodes_to_quantize=only,
             calibrate_method=methods[recipe.method],
             extra_options={
                 "CalibMovingAverage": recipe.method == "minmax",  # per-batch ranges averaged: one outlier sets none
@@ -217,6 +223,33 @@ def node_errors(fp32: Path, quantized: Path, sets: Sequence[Tensors], ops: Seque
     return errors
 
 
+def output_errors(
+    fp32: Path, quantized: Path, recipe: Int8Recipe, sets: Sequence[Tensors], scratch: Path
+) -> dict[str, float]:
+    """Each quantized node's effect on the answer: the graph's outputs' noise-to-signal against the fp32 graph's on
+    `sets` with that node alone quantized by `recipe` (written to `scratch`, one quantization per node: cheap for a
+    dynamic recipe, which calibrates nothing). Own errors (node_errors) rank an attention, whose output joins a far
+    larger residual stream, above the feed-forward MatMuls that move the answer more."""
+    model = onnx.load(str(fp32), load_external_data=False)
+    done = quantized_nodes(model, onnx.load(str(quantized), load_external_data=False), recipe.ops)
+    sets = sets[:RANKING_SETS]
+    outputs = [o.name for o in model.graph.output]
+    fp32_session = _session(fp32)
+    reference = [_run(fp32_session, outputs, inputs) for inputs in sets]
+    errors = {}
+    for name in sorted(done):
+        quantize(fp32, scratch, recipe, [], only=[name])
+        session = _session(scratch)
+        noise = power = 0.0
+        for inputs, expected in zip(sets, reference, strict=True):
+            for ref, got in zip(expected, _run(session, outputs, inputs), strict=True):
+                noise += float(np.sum(np.square(ref - got, dtype=np.float64)))
+                power += float(np.sum(np.square(ref, dtype=np.float64)))
+        errors[name] = noise / max(power, 1e-30)
+    scratch.unlink(missing_ok=True)
+    return errors
+
+
 def quantized_nodes(fp32: onnx.ModelProto, quantized: onnx.ModelProto, ops: Sequence[str]) -> set[str]:
     """The nodes of `fp32` (of `ops`) that `quantized` quantized: replaced by an integer op (dynamic), or reading a
     DequantizeLinear's output (QDQ). An attention's activation x activation MatMul is in neither."""
@@ -251,6 +284,18 @@ def _noise_to_signal(fp32: Path, quantized: Path, names: Sequence[str], sets: Se
     return {name: noise[name] / max(power[name], 1e-30) for name in shared}
 
 
+def activation_maxima(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, np.ndarray]:
+    """The largest magnitude of each last-axis channel of the tensors of `names` in the graph at `path`, over
+    `sets` (one set at a time)."""
+    session, exposed = _exposing(path, names)
+    maxima: dict[str, np.ndarray] = {}
+    for inputs in sets:
+        for name, value in zip(exposed, _run(session, exposed, inputs), strict=True):
+            channels = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)
+            maxima[name] = np.maximum(maxima[name], channels) if name in maxima else channels
+    return maxima
+
+
 def _exposing(path: Path, names: Sequence[str]) -> tuple[object, list[str]]:
     """An ONNX Runtime session of the graph at `path` answering the tensors of `names` it has, and those names."""
     import onnxruntime as ort
@@ -265,6 +310,12 @@ def _exposing(path: Path, names: Sequence[str]) -> tuple[object, list[str]]:
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]), exposed
 
 
+def _session(path: Path) -> Any:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
 def _run(session: object, names: Sequence[str], inputs: Tensors) -> list[np.ndarray]:
     taken = {i.name for i in session.get_inputs()}  # type: ignore[attr-defined]
     return session.run(list(names), {k: v for k, v in inputs.items() if k in taken})  # type: ignore[attr-defined]
@@ -273,9 +324,7 @@ def _run(session: object, names: Sequence[str], inputs: Tensors) -> list[np.ndar
 def seconds_per_run(path: Path, inputs: Tensors) -> float:
     """ONNX Runtime's median seconds for one run of the graph at `path` on `inputs`, on this CPU (default threads,
     as the serving backend runs it)."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    session = _session(path)
     taken = {i.name for i in session.get_inputs()}
     feed = {k: v for k, v in inputs.items() if k in taken}
     session.run(None, feed)

@@ -5,13 +5,16 @@
    per-channel and per-tensor weights (per-tensor was the closer on the demo's digits model), each in 7 bits and,
    on a CPU without VNNI, also full-range (int8.SATURATION: there the verdict includes the saturation), the closest
    passing one kept; the other type only when none passes. For dynamic INT8 (a text model without --calibrate):
-   per-tensor and per-channel weights, the faster first, the same way. The closest of them is the one refined.
+   per-tensor and per-channel weights, the faster first, the same way, quantized from export.int8_source's graph
+   (a transformer's attention fused, normalization outputs smoothed: per-channel weights only). The closest of them
+   is the one refined.
 2. Each is judged by the task's own compare function against eager fp32 on the held-back inputs
    (export.calibration), with the INT8 bars of contract.precisions.
-3. When the verdict fails, the quantized nodes are ranked by their own error against the fp32 graph (on inputs
-   that are not the verdict's: calibration images, or the export's seeded random inputs) and the worst are kept
-   float, doubling each try, at most INT8_TRIALS quantizations in all, each shown as progress. Static recipes try
-   percentile calibration once before that.
+3. When the verdict fails, the quantized nodes are ranked on inputs that are not the verdict's (calibration
+   images, or the export's seeded random inputs): a dynamic recipe's by the noise each adds to the answer when
+   quantized alone, a static one's by its own error against the fp32 graph (each alone would need a calibration).
+   The worst are kept float, 1, 2, 3, 4, 6, 9, ... of them, at most INT8_TRIALS quantizations in all, each shown as
+   progress. Static recipes try percentile calibration once before that.
 4. The passing variant is timed against fp32 at batch 1 and at the largest verified batch. Not faster at either:
    not written (unless --keep-slower), and the export says by how much it lost.
 """
@@ -31,15 +34,18 @@ from modelship.export.build import Build, Verification
 from modelship.export.calibration import CalibrationSplit, image_split, text_split
 from modelship.export.int8 import (
     SATURATION,
+    WEIGHT_OPS,
     Int8Recipe,
     Quantized,
     cpu_has_vnni,
     name_nodes,
     node_errors,
+    output_errors,
     prepare,
     quantize,
     seconds_per_run,
 )
+from modelship.export.int8_source import Int8Source, dynamic_source
 from modelship.parity import OnnxRuntimeRunner, ParityReport, reference_results, reference_runner
 
 INT8_TRIALS = 8  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
@@ -95,7 +101,9 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
         "CPU), and full-range weights are judged beside 7-bit ones"
     ]
     tolerance = build.spec.tolerance("int8")
-    model = onnx.load(str(fp32))
+    source = dynamic_source(build, fp32, io) if split is None else Int8Source(fp32, WEIGHT_OPS)
+    why.extend(source.why)
+    model = onnx.load(str(source.path))
     name_nodes(model)
     named = out.with_name("int8-source.onnx")
     onnx.save(model, str(named))
@@ -128,7 +136,7 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
 
     speed_inputs = _speed_inputs(verification.inputs, io, max(build.spec.batch_sizes))
     with build.steps("time int8 recipes", "onnx_int8"):
-        candidates = _ranked_recipes(prepared, fp32, out, calibration, speed_inputs, why)
+        candidates = _ranked_recipes(prepared, fp32, out, calibration, speed_inputs, why, source.ops, source.smoothed)
     pair = 1  # the first recipes all judged, the closest passing kept
     if candidates[0].mode == "static":  # per-tensor weights of the faster: per-channel is not always closer
         candidates.insert(1, replace(candidates[0], per_channel=False))
@@ -148,12 +156,14 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
         if report.passed:
             why.append("percentile calibration (99.999%): minmax ranges left the verdict failing")
     if not report.passed:
-        quantized, report = _keep_worst_float(quantized, report, prepared, ranking_sets, attempt, tries, why)
+        with build.steps("rank quantized nodes", "onnx_int8"):
+            errors, measure = _node_ranking(quantized, prepared, ranking_sets)
+        quantized, report = _keep_worst_float(quantized, report, errors, measure, attempt, tries, why)
     if last != [quantized.recipe]:  # the graph written last is not the one kept
         quantize(prepared, out, quantized.recipe, calibration)
     with build.steps("time onnx_int8 against fp32", "onnx_int8"):
         speedups = _speedups(fp32, out, speed_inputs)
-    for scratch in (named, prepared):
+    for scratch in (named, prepared, *source.files):
         scratch.unlink(missing_ok=True)
     details = Int8Details(
         recipe=quantized.recipe.describe(),
@@ -180,14 +190,22 @@ def _ranked_recipes(
     calibration: Sequence[Tensors],
     speed_inputs: dict[int, Tensors],
     why: list[str],
+    ops: tuple[str, ...],
+    smoothed: bool,
 ) -> list[Int8Recipe]:
-    """Both recipes of the mode, the faster on this CPU first (each quantized from `source` and timed against the
-    fp32 artifact at the largest batch)."""
+    """Both recipes of the mode for the op types `ops`, the faster on this CPU first (each quantized from `source`
+    and timed against the fp32 artifact at the largest batch)."""
     if not calibration:
-        options = [Int8Recipe(mode="dynamic", per_channel=False), Int8Recipe(mode="dynamic", per_channel=True)]
-        what = "per-tensor and per-channel weights"
+        options = [
+            Int8Recipe(mode="dynamic", per_channel=pc, ops=ops) for pc in ((True,) if smoothed else (False, True))
+        ]
+        what = (
+            "per-channel weights only (smoothing moved outliers into them)"
+            if smoothed
+            else "per-tensor and per-channel weights"
+        )
     else:
-        options = [Int8Recipe(activations="uint8"), Int8Recipe(activations="int8")]
+        options = [Int8Recipe(activations="uint8", ops=ops), Int8Recipe(activations="int8", ops=ops)]
         what = "U8S8 and S8S8"
     batch = max(speed_inputs)
     baseline = seconds_per_run(fp32, speed_inputs[batch])
@@ -197,24 +215,34 @@ def _ranked_recipes(
         timed.append((baseline / seconds_per_run(out, speed_inputs[batch]), recipe))
     timed.sort(key=lambda pair: -pair[0])
     figures = ", ".join(f"{r.describe().split(', ')[0 if r.mode == 'static' else 1]} {s:.2f}x" for s, r in timed)
-    why.append(f"{what} timed against fp32 at batch {batch}: {figures}; the faster is judged first")
+    first = "; the faster is judged first" if len(timed) > 1 else ""
+    why.append(f"{what} timed against fp32 at batch {batch}: {figures}{first}")
     return [recipe for _, recipe in timed]
+
+
+def _node_ranking(quantized: Quantized, source: Path, sets: Sequence[Tensors]) -> tuple[dict[str, float], str]:
+    """Each quantized node's error, and what it measures: the noise it adds to the answer quantized alone (dynamic
+    recipes), or its own error (static ones, where each alone would need its own calibration)."""
+    recipe = quantized.recipe
+    if recipe.mode == "dynamic":
+        errors = output_errors(source, quantized.path, recipe, sets, source.with_name("int8-alone.onnx"))
+        return errors, "the noise each adds to the answer quantized alone"
+    return node_errors(source, quantized.path, sets, recipe.ops), "their own error against fp32"
 
 
 def _keep_worst_float(
     quantized: Quantized,
     report: ParityReport,
-    source: Path,
-    ranking_sets: Sequence[Tensors],
+    errors: dict[str, float],
+    measure: str,
     attempt: Attempt,
     tries: list[Int8Try],
     why: list[str],
 ) -> tuple[Quantized, ParityReport]:
-    """Keep the nodes with the worst own error float, 1, 2, 4, ... of them (never more than MAX_FLOAT_SHARE of the
-    quantized nodes: past that it is no INT8 model), until the verdict passes or the tries run out; the last
+    """Keep the nodes with the worst `errors` float, 1, 2, 3, 4, 6, 9, ... of them (never more than MAX_FLOAT_SHARE
+    of the quantized nodes: past that it is no INT8 model), until the verdict passes or the tries run out; the last
     result."""
     recipe = quantized.recipe
-    errors = node_errors(source, quantized.path, ranking_sets, recipe.ops)
     ranked = [name for name, _ in sorted(errors.items(), key=lambda item: -item[1]) if name not in recipe.excluded]
     ranked = ranked[: int(len(errors) * MAX_FLOAT_SHARE)]
     count = 1
@@ -223,12 +251,12 @@ def _keep_worst_float(
         quantized, report = attempt(recipe.excluding(chosen))
         if report.passed:
             why.append(
-                f"{len(chosen)} nodes kept float, the worst by their own error against fp32 "
+                f"{len(chosen)} nodes kept float, the worst by {measure} "
                 f"({', '.join(f'{n} adds {_db(errors[n])}' for n in chosen[:3])}{', ...' if len(chosen) > 3 else ''})"
             )
         if count >= len(ranked):
             break
-        count = min(count * 2, len(ranked))
+        count = min(max(count + 1, count * 3 // 2), len(ranked))
     return quantized, report
 
 

@@ -66,6 +66,7 @@ class ModelInfo:
     outputs: tuple[TensorInfo, ...]
     max_batch_size: int
     parameters: dict[str, str] = field(default_factory=dict)
+    steps: tuple[str, ...] = ()  # an ensemble's models, in its config's order
 
     def _json(self, key: str) -> Any:
         return json.loads(self.parameters[key]) if key in self.parameters else None
@@ -123,6 +124,7 @@ class ModelInfo:
             outputs=tuple(_tensor_info(t) for t in metadata.get("outputs", [])),
             max_batch_size=int(config.get("max_batch_size", 0)),
             parameters={k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()},
+            steps=tuple(step["model_name"] for step in config.get("ensemble_scheduling", {}).get("step", [])),
         )
 
     def input(self, name: str) -> TensorInfo:

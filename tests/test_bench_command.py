@@ -89,3 +89,11 @@ def test_a_baseline_of_the_other_mode_or_an_unknown_suite_is_refused_before_meas
     assert code == 2 and "unknown suite(s) in --suite: growth" in json.loads(out)["error"]
     code, out, _ = bench("--from-run", str(run), "--quick", "--json")
     assert code == 2 and "--from-run measures nothing" in json.loads(out)["error"]
+
+
+def test_help_says_what_every_suite_measures() -> None:
+    from modelship.bench.suites import SUITES
+
+    shown = CliRunner().invoke(main, ["bench", "--help"], terminal_width=120).output
+    described = {line.split()[0] for line in shown.splitlines() if line.startswith("  ") and line.split()}
+    assert set(SUITES) <= described, set(SUITES) - described

@@ -9,10 +9,14 @@ the graph).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 from torch import nn
 
 from modelship.checkpoint.families.hf_folder import EMBEDDING_TASK, HFFolder, Pooling
+from modelship.checkpoint.families.model_hooks import FusableAttention
 from modelship.contract.errors import CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.preprocess.tokenizer import token_ids
@@ -59,6 +63,24 @@ class TextTensors(nn.Module):
         else:
             pooled = (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
         return nn.functional.normalize(pooled, p=2.0, dim=1) if self.normalize else pooled
+
+    def fusable_attention(self) -> FusableAttention | None:
+        """(a model hook) The encoder's heads and width, and transformers' eager attention to export it with; None
+        for a model whose config names neither."""
+        config = self.model.config
+        heads, width = getattr(config, "num_attention_heads", None), getattr(config, "hidden_size", None)
+        if not (isinstance(heads, int) and isinstance(width, int)):
+            return None
+        return FusableAttention(heads, width, self._eager_attention)
+
+    @contextlib.contextmanager
+    def _eager_attention(self) -> Iterator[None]:
+        previous = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            self.model.set_attn_implementation(previous)
 
 
 class TextTensorsWithTypes(TextTensors):

@@ -11,6 +11,10 @@ submodules: an fp16 variant wraps the adapted model in casts); a model with none
 - `reference_run(run, image) -> outputs`: the eager reference's outputs, given the function that runs the model on
   the set (`run()`) and its image input; adds reference-only tensors a compare function reads (a detector's
   candidate pool). Default: `run()`.
+- `fusable_attention() -> FusableAttention`: the attention layout of a transformer encoder and a context in which it
+  computes attention in the form ONNX Runtime's transformer optimizer fuses into its Attention op (transformers'
+  eager attention; its SDPA export matches none of the optimizer's patterns). The INT8 variant of a text model is
+  quantized from that fused graph (export.int8_source). Default: None (quantized from the fp32 artifact).
 
 Hooks that are methods are not called from `forward`, so TorchScript leaves them out; attributes are plain values.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,3 +62,22 @@ def has_reference_run(model: Any) -> bool:
 def reference_run(model: Any, run: Callable[[], Outputs], image: Tensor) -> Outputs:
     """`model`'s eager outputs for a set (`run()`), with its reference-only tensors when it has a `reference_run`."""
     return model.reference_run(run, image) if has_reference_run(model) else run()
+
+
+@dataclass(frozen=True)
+class FusableAttention:
+    """A transformer encoder's attention layout (what ONNX Runtime's optimizer is told) and `eager()`, entered around
+    the export whose graph it fuses."""
+
+    num_heads: int
+    hidden_size: int
+    eager: Callable[[], contextlib.AbstractContextManager[Any]]
+
+
+def fusable_attention(model: nn.Module) -> FusableAttention | None:
+    """The first `fusable_attention()` of `model` or of a submodule, or None."""
+    for module in model.modules():
+        hook = getattr(module, "fusable_attention", None)
+        if hook is not None:
+            return hook()
+    return None

@@ -17,10 +17,10 @@ from modelship.cli.flags import PrecisionChoice, flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.server_flags import protocol_option, url_option
 from modelship.cli.tolerance_flags import tolerance_flags
-from modelship.contract.errors import ParityError, UsageError
+from modelship.contract.errors import ModelshipError, ParityError, UsageError
 
 if TYPE_CHECKING:  # the check imports torch lazily; --help stays fast
-    from modelship.contract.manifest import Manifest
+    from modelship.contract.manifest import Artifact, Manifest
     from modelship.export.check_reference import ReferenceChoice
     from modelship.parity import ToleranceOverrides
 
@@ -120,7 +120,8 @@ served_flags = flag_group(
             type=PrecisionChoice(),
             default=None,
             help="Tolerances to judge the served model by (those of its precision: contract.precisions). Default: "
-            "the precision of the artifact it serves (the one --artifact names, else fp32).",
+            "the precision of the artifact --artifact names, else of the export's artifact the served model is or "
+            "serves (a _pipeline's model), else fp32.",
         ),
     ],
     ServedFlags,
@@ -194,6 +195,7 @@ def parity_command(
         manifest = Manifest.read(export_dir)
         artifact = manifest.artifact(artifacts[0]) if len(artifacts) == 1 else None
         runner = _served_runner(manifest, served, artifact.name if artifact else "onnx")
+        artifact = artifact or _served_artifact(manifest, runner)
         precision = served.precision or (artifact.precision if artifact else "fp32")
         candidate = Candidate(runner, precision, artifact.name if artifact else None)
         request = replace(request, extra=(candidate,))
@@ -229,6 +231,18 @@ def parity_command(
         emit_json(payload)
     else:
         click.echo(f"all {len(reports)} passed parity against {result.reference}; report: {report_path}")
+
+
+def _served_artifact(manifest: Manifest, runner: Any) -> Artifact | None:
+    """The export's artifact the served model is, or serves as an ensemble's step (a `_pipeline`), or None (also
+    when the server cannot say: the check reports that as the served candidate's failure)."""
+    from modelship.serve.publish import served_name
+
+    try:
+        names = {runner.model_name, *runner.info.steps}
+    except ModelshipError:
+        return None
+    return next((a for a in manifest.artifacts if served_name(manifest.name, a.name) in names), None)
 
 
 def _served_runner(manifest: Manifest, served: ServedFlags, artifact: str) -> Any:
