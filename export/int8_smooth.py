@@ -37,9 +37,11 @@ def smooth(source: Path, out: Path, sets: Sequence[Tensors], ops: Sequence[str])
     maxima = activation_maxima(source, list(groups), sets)
     weights = {i.name: i for i in model.graph.initializer}
     nodes = list(model.graph.node)
+    smoothed_count = 0
     for tensor, readers in groups.items():
         if tensor not in maxima:
             continue
+        smoothed_count += 1
         rows = np.max([np.abs(numpy_helper.to_array(weights[n.input[1]])).max(axis=1) for n in readers], axis=0)
         scale = np.clip(maxima[tensor] ** ALPHA / np.maximum(rows, 1e-8) ** (1 - ALPHA), *SCALE_RANGE)
         scale = scale.astype(np.float32)
@@ -52,8 +54,9 @@ def smooth(source: Path, out: Path, sets: Sequence[Tensors], ops: Sequence[str])
         first = min(nodes.index(n) for n in readers)
         model.graph.node.insert(first, onnx.helper.make_node("Mul", [tensor, inverse], [smoothed], name=smoothed))
         nodes = list(model.graph.node)
-    onnx.save(model, str(out))
-    return len(groups)
+    if smoothed_count:
+        onnx.save(model, str(out))
+    return smoothed_count
 
 
 def _smoothable(model: onnx.ModelProto, ops: Sequence[str]) -> dict[str, list[onnx.NodeProto]]:
