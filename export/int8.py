@@ -243,8 +243,8 @@ def output_errors(
         noise = power = 0.0
         for inputs, expected in zip(sets, reference, strict=True):
             for ref, got in zip(expected, _run(session, outputs, inputs), strict=True):
-                noise += float(np.sum(np.square(ref - got, dtype=np.float64)))
-                power += float(np.sum(np.square(ref, dtype=np.float64)))
+                added, signal = _noise_and_power(ref, got)
+                noise, power = noise + added, power + signal
         errors[name] = noise / max(power, 1e-30)
     scratch.unlink(missing_ok=True)
     return errors
@@ -279,9 +279,18 @@ def _noise_to_signal(fp32: Path, quantized: Path, names: Sequence[str], sets: Se
             if ref.shape != cand.shape:
                 noise[name] = float("nan")
                 continue
-            noise[name] += float(np.sum(np.square(ref - cand, dtype=np.float64)))
-            power[name] += float(np.sum(np.square(ref, dtype=np.float64)))
+            added, signal = _noise_and_power(ref, cand)
+            noise[name] += added
+            power[name] += signal
     return {name: noise[name] / max(power[name], 1e-30) for name in shared}
+
+
+def _noise_and_power(reference: np.ndarray, candidate: np.ndarray) -> tuple[float, float]:
+    """The candidate's squared error against the reference, and the reference's own power (float64 sums)."""
+    return (
+        float(np.sum(np.square(reference - candidate, dtype=np.float64))),
+        float(np.sum(np.square(reference, dtype=np.float64))),
+    )
 
 
 def activation_maxima(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, np.ndarray]:

@@ -47,11 +47,13 @@ def score_threshold(model: nn.Module) -> float | None:
 
 def scripting_context(model: nn.Module) -> contextlib.AbstractContextManager[Any]:
     """What to enter around scripting `model`: the first `scripting_context` of it or of a submodule."""
-    for module in model.modules():
-        hook = getattr(module, "scripting_context", None)
-        if hook is not None:
-            return hook()
-    return contextlib.nullcontext()
+    hook = _first_hook(model, "scripting_context")
+    return hook() if hook is not None else contextlib.nullcontext()
+
+
+def _first_hook(model: nn.Module, name: str) -> Callable[[], Any] | None:
+    """The hook `name` of `model` or, failing that, of its first submodule that has one."""
+    return next((hook for module in model.modules() if (hook := getattr(module, name, None)) is not None), None)
 
 
 def has_reference_run(model: Any) -> bool:
@@ -76,8 +78,5 @@ class FusableAttention:
 
 def fusable_attention(model: nn.Module) -> FusableAttention | None:
     """The first `fusable_attention()` of `model` or of a submodule, or None."""
-    for module in model.modules():
-        hook = getattr(module, "fusable_attention", None)
-        if hook is not None:
-            return hook()
-    return None
+    hook = _first_hook(model, "fusable_attention")
+    return hook() if hook is not None else None
