@@ -13,7 +13,7 @@ HOST_PATH := $(PATH)
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test test-heavy compat lint demo bench bench-quick bench-check serve clean
+.PHONY: setup test test-heavy journey compat lint demo bench bench-quick bench-check serve clean
 
 # Interpreter look-ups, made only when setup runs. probe: "3.12.1 /path/to/python3.12" when $(1) runs (found on the
 # PATH make started with, not in .venv), else nothing. minor: its "3.12". supported: that, when in SUPPORTED.
@@ -77,6 +77,12 @@ test: setup lint
 test-heavy: setup
 	$(BIN)/python -m pytest tests -m heavy --durations=15
 	$(BIN)/python -m pytest parity_tests --zoo full
+
+## make journey: modelship as users get it: its wheel installed with its dependencies into a fresh virtual environment,
+## then from an empty folder a classifier, a segmenter, a detector and a text folder exported, published, served and
+## asked through their _pipeline (.ci/journey; about 6 minutes, most of it the install)
+journey: setup
+	.ci/journey
 
 ## make compat: every published artifact in the runtimes of the stock Triton container, LibTorch included (the
 ## PyTorch of the Triton target, a multi-GB install cached under ~/.cache/modelship, too big for every CI run)

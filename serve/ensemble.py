@@ -20,10 +20,8 @@ Stock Triton images have numpy but not Pillow in the Python backend: `serve.stoc
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
-import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +45,7 @@ from modelship.serve.triton_config import (
     triton_dtype,
     triton_names,
 )
+from modelship.serve.vendoring import stage_python_model
 from modelship.tasks import get_task
 
 PREPROCESS_SUFFIX = "_preprocess"
@@ -61,20 +60,6 @@ MASK = "MASK"  # the postprocess model's (and a segmentation pipeline's) output:
 SCALE = "SCALE"  # the preprocess model's output for a box postprocess: photo size / resized size, [x, y, x, y]
 BOXES = "BOXES"  # the box postprocess model's input and output: a detector's boxes
 WARMUP_DIR = "warmup"
-TEMPLATES = Path(__file__).parent / "python_models"
-# modelship's modules the preprocess and postprocess models import (numpy + Pillow only), copied beside model.py
-VENDORED = (
-    "modelship",
-    "modelship.contract",
-    "modelship.contract.errors",
-    "modelship.contract.jsonfile",
-    "modelship.contract.preprocessing",
-    "modelship.preprocess",
-    "modelship.preprocess.image",
-    "modelship.preprocess.resample",
-    "modelship.preprocess.builders",
-    "modelship.postprocess",
-)
 
 
 @dataclass(frozen=True)
@@ -275,27 +260,6 @@ def stage_preprocess_files(plan: PipelinePlan, version_dir: Path) -> None:
     """The preprocess model's version folder: model.py, its spec and the modelship modules it imports."""
     stage_python_model("preprocess", version_dir)
     plan.spec.write(version_dir / "preprocess.json")
-
-
-def stage_python_model(template: str, version_dir: Path, vendored: tuple[str, ...] = VENDORED) -> None:
-    """A Python-backend model's version folder: serve/python_models/<template>.py as model.py and the modelship
-    modules it imports (`vendored`; a package not listed itself gets an empty __init__.py, so importing one of its
-    modules runs nothing else of it)."""
-    version_dir.mkdir(parents=True)
-    shutil.copy2(TEMPLATES / f"{template}.py", version_dir / "model.py")
-    for module in vendored:
-        parts = module.split(".")
-        for depth in range(1, len(parts)):
-            package = version_dir.joinpath(*parts[:depth])
-            package.mkdir(parents=True, exist_ok=True)
-            (package / "__init__.py").touch()
-    for module in vendored:
-        found = importlib.util.find_spec(module)
-        assert found is not None and found.origin is not None, module
-        relative = Path(*module.split("."), "__init__.py") if found.submodule_search_locations else None
-        target = version_dir / (relative or Path(*module.split(".")).with_suffix(".py"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(found.origin, target)
 
 
 def warmup_image() -> bytes:

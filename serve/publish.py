@@ -38,7 +38,6 @@ from modelship.serve.ensemble import (
     preprocess_config,
     serialized_bytes,
     stage_preprocess_files,
-    stage_python_model,
     warmup_image,
 )
 from modelship.serve.model_staging import CONFIG_FILE, PREPROCESS_FILE, check_compatible, config_path, install
@@ -58,6 +57,7 @@ from modelship.serve.triton_config import (
     build_config,
     to_text,
 )
+from modelship.serve.vendoring import stage_python_model
 from modelship.tasks import get_task
 
 DEFAULT_REPO = Path("model_repo")
@@ -289,10 +289,7 @@ def _stage_postprocess(staged: _Staging, pipe: PipelinePlan, name: str) -> Publi
     config = {CONFIG_FILE: to_text(build(pipe, staged.options))}
 
     def files(version_dir: Path) -> None:
-        if pipe.rescale_boxes:
-            stage_python_model("box_postprocess", version_dir, vendored=())
-        else:
-            stage_python_model("postprocess", version_dir)
+        stage_python_model("box_postprocess" if pipe.rescale_boxes else "postprocess", version_dir)
 
     path = install(staged.plan, staged.repo, name, number, files, config)
     return PublishedModel(name, "postprocess", number, path, config_path(staged.repo, name), "")

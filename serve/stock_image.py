@@ -1,8 +1,9 @@
 """What the stock Triton image lacks for modelship's Python-backend models, and the Dockerfile that adds it.
 
-`nvcr.io/nvidia/tritonserver:<release>-py3` has numpy in its Python backend, but not Pillow (`NAME_preprocess`
-decodes images with it) nor `tokenizers` (`NAME_tokenize` runs the export's tokenizer.json); `NAME_postprocess`
-needs numpy only. `modelship publish` and `modelship serve` print the Dockerfile for the models a repository holds.
+`nvcr.io/nvidia/tritonserver:<release>-py3` has numpy in its Python backend; what else each Python model imports is
+read off its template's imports (serve.vendoring): Pillow for `NAME_preprocess` (it decodes images), `tokenizers`
+for `NAME_tokenize` (the export's tokenizer.json); `NAME_postprocess` needs numpy only. `modelship publish` and
+`modelship serve` print the Dockerfile for the models a repository holds.
 """
 
 from __future__ import annotations
@@ -10,14 +11,29 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from modelship.contract.opsets import runtime_target
+from modelship.serve.ensemble import POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.text_pipeline import TOKENIZE_SUFFIX
+from modelship.serve.vendoring import needs, template
 
-PACKAGES = {"_preprocess": "pillow>=10", "_tokenize": "tokenizers>=0.20"}  # model name suffix -> what it imports
+# a Python model's name suffix -> the templates a model of that name is written from
+TEMPLATES = {
+    PREPROCESS_SUFFIX: ("preprocess",),
+    POSTPROCESS_SUFFIX: ("postprocess", "box_postprocess"),
+    TOKENIZE_SUFFIX: ("tokenize",),
+}
 
 
 def missing_packages(model_names: Iterable[str]) -> list[str]:
     """The packages the stock image lacks for these models, in a fixed order."""
     names = list(model_names)
-    return [package for suffix, package in PACKAGES.items() if any(n.endswith(suffix) for n in names)]
+    wanted = [
+        requirement
+        for suffix, templates in TEMPLATES.items()
+        if any(n.endswith(suffix) for n in names)
+        for name in templates
+        for requirement in needs(template(name)).requirements
+    ]
+    return list(dict.fromkeys(wanted))
 
 
 def stock_dockerfile(model_names: Iterable[str]) -> str | None:

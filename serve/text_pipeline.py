@@ -24,19 +24,13 @@ from tritonclient.grpc import model_config_pb2 as mc
 from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Artifact
 from modelship.contract.tokenizer import TokenizerSpec
-from modelship.serve.ensemble import PIPELINE_SUFFIX, ensemble_config, on_cpu, stage_python_model
+from modelship.serve.ensemble import PIPELINE_SUFFIX, ensemble_config, on_cpu
 from modelship.serve.triton_config import ServingOptions, triton_names
+from modelship.serve.vendoring import stage_python_model
 
 TOKENIZE_SUFFIX = "_tokenize"
 TEXT = "TEXT"  # the pipeline's input: UTF-8 texts, one per batch row
 SPEC_FILE = "tokenizer_spec.json"
-TEXT_VENDORED = (  # what model.py imports: numpy and tokenizers only (modelship.preprocess's own __init__ is left out)
-    "modelship",
-    "modelship.contract",
-    "modelship.contract.errors",
-    "modelship.contract.tokenizer",
-    "modelship.preprocess.tokenizer",
-)
 
 
 @dataclass(frozen=True)
@@ -95,6 +89,6 @@ def text_pipeline_config(
 
 def stage_tokenize_files(plan: TextPipelinePlan, export_dir: Path, version_dir: Path) -> None:
     """The tokenize model's version folder: model.py, the tokenizer and its settings, the modules it imports."""
-    stage_python_model("tokenize", version_dir, TEXT_VENDORED)
+    stage_python_model("tokenize", version_dir)
     shutil.copy2(export_dir / plan.spec.file, version_dir / plan.spec.file)
     (version_dir / SPEC_FILE).write_text(json.dumps(plan.spec.to_dict(), indent=2) + "\n")

@@ -26,10 +26,10 @@ from importlib import metadata
 from pathlib import Path
 
 from modelship.contract.errors import ServeError
+from modelship.serve.vendoring import local_modules
 
 BACKENDS_SOURCE = Path(__file__).parent / "backends"
 PYTHON_BACKEND_NAMES = ("onnxruntime", "pytorch")
-SHARED_BACKEND_FILES = ("modelship_backend.py",)
 # The stubs' Python: an isolated interpreter (PYTHON* variables ignored) that finds its prefix through PATH. A
 # virtual environment of its own in the backend directory, on this interpreter with this environment's packages,
 # starts it with bytecode writing off, so the stubs import model.py from the repository (the publisher's) without
@@ -96,9 +96,9 @@ def backend_directory(cache: Path | None = None) -> Path:
     _stub_interpreter(staging / STUB_ENV)
     for backend in PYTHON_BACKEND_NAMES:
         (staging / backend).mkdir()
-        for name in ("model.py", *SHARED_BACKEND_FILES):
-            source = BACKENDS_SOURCE / backend / name if name == "model.py" else BACKENDS_SOURCE / name
-            shutil.copy2(source, staging / backend / name)
+        model = BACKENDS_SOURCE / backend / "model.py"
+        for source in (model, *local_modules(model, (model.parent, BACKENDS_SOURCE))):
+            shutil.copy2(source, staging / backend / source.name)
     try:
         staging.rename(target)
     except OSError:  # another process won the race; its copy is identical

@@ -21,9 +21,14 @@ def ready_json(process: subprocess.Popen) -> dict:
 
 
 def descendants(pid: int) -> list[int]:
+    """Every process below `pid` (a thread or process that ends while it is read is left out)."""
     found = []
     for task in Path(f"/proc/{pid}/task").glob("*/children"):
-        for child in task.read_text().split():
+        try:
+            children = task.read_text().split()
+        except OSError:  # the thread ended between the listing and the read
+            continue
+        for child in children:
             found += [int(child), *descendants(int(child))]
     return found
 

@@ -89,7 +89,10 @@ def adapt(model: Any, keep_aux: bool) -> Adapted:
 
     notes = []
     if getattr(model, "aux_classifier", None) is not None and not keep_aux:
-        model.aux_classifier = None  # torchvision's segmentation models then return {"out"} alone
+        # torchvision's segmentation models then return {"out"} alone. Removed as a submodule first: one set to None
+        # stays in _modules, and TorchScript then finds it twice (a None submodule and the class's constant)
+        del model.aux_classifier
+        model.aux_classifier = None
         notes.append("the auxiliary head (aux_classifier, a training aid) is left out: --keep-aux exports it")
     if is_detector(model):
         model = DetectorTensors(model).eval()

@@ -14,7 +14,7 @@ from modelship.cli.photo_requests import photo_request, save_folder
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
-from modelship.postprocess import draw_boxes
+from modelship.drawing import draw_boxes
 from modelship.preprocess.image import load_image
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
