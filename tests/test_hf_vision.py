@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -131,7 +131,8 @@ def test_each_folder_exports_with_the_processors_preprocessing(
         assert manifest.task == {"segformer": "segmentation", "detr": "detection"}.get(kind, "classification")
         assert manifest.labels[:2] == ["class 0", "class 1"]
     segmenter = Manifest.read(exports["segformer"])
-    assert segmenter.io.outputs[0].shape == ("batch", 5, "height", "width")  # at the input's size
+    # the model's own logits (a quarter of the input's size): they go back onto the photo in one resize
+    assert segmenter.io.outputs[0].shape == ("batch", 5, "logits_height", "logits_width")
     detector = Manifest.read(exports["detr"])
     assert [t.name for t in detector.io.outputs] == ["boxes", "scores", "labels", "num"]
     assert detector.score_threshold == 0.5 and detector.preprocess.resize_mode == "bounded"
@@ -181,6 +182,54 @@ def test_the_served_detr_pipeline_is_judged_on_the_photo(exports: dict[str, Path
     (report,) = [r for r in json.loads(result.stdout)["reports"] if r["candidate"] == "triton:detr_pipeline"]
     (boxes,) = report["outputs"]
     assert report["passed"] and boxes["matched"] == boxes["reference_boxes"] > 0, boxes
+
+
+CONFIDENCE = 30.0  # the classifier's weights scaled: logits as far apart as a trained head's
+
+
+@pytest.mark.integration
+def test_the_served_segformer_mask_is_transformers_own_answer(
+    folders: dict[str, Path], exports: dict[str, Path], tmp_path: Path, report_figure: Callable[[str], None]
+) -> None:
+    """`segformer_pipeline`'s class mask for a real photo equals `post_process_semantic_segmentation(outputs,
+    target_sizes=[photo size])` on all but float ties, for heads as initialised (near ties everywhere) and for a
+    confident head."""
+    from modelship.serve.server import TritonServer
+
+    confident = tmp_path / "confident"
+    model = transformers.SegformerForSemanticSegmentation.from_pretrained(folders["segformer"])
+    with torch.no_grad():
+        model.decode_head.classifier.weight.mul_(CONFIDENCE)
+    model.save_pretrained(confident)
+    shutil.copy(folders["segformer"] / "preprocessor_config.json", confident)
+    made = invoke("export", confident, "--onnx", "--out", tmp_path / "exports", "--json")
+    assert made.exit_code == 0, made.output
+    repo = tmp_path / "repo"
+    for export in (exports["segformer"], tmp_path / "exports" / "confident"):
+        assert invoke("publish", export, "--repo", repo).exit_code == 0
+    photo = next(p for p in PHOTOS if p.name == "chelsea.png")  # 451 x 300: neither square nor the input size
+    with TritonServer(repo) as server, server.client() as client:
+        image = np.array([[photo.read_bytes()]], dtype=object)
+        served = {
+            name: np.asarray(client.infer(f"{name}_pipeline", {"IMAGE": image}, outputs=["MASK"])["MASK"])[0]
+            for name in ("segformer", "confident")
+        }
+    for name, folder in (("segformer", folders["segformer"]), ("confident", confident)):
+        expected = _transformers_mask(folder, photo)
+        assert served[name].shape == expected.shape
+        agreement = float(np.mean(served[name] == expected))
+        report_figure(f"served {name} mask vs post_process_semantic_segmentation, {photo.name}: {agreement:.5f}")
+        assert agreement >= 0.999, (name, agreement)
+
+
+def _transformers_mask(folder: Path, photo: Path) -> np.ndarray:
+    image = Image.open(photo).convert("RGB")
+    processor = transformers.AutoImageProcessor.from_pretrained(folder)
+    model = transformers.SegformerForSemanticSegmentation.from_pretrained(folder).eval()
+    with torch.no_grad():
+        outputs = model(**processor(images=image, return_tensors="pt"))
+    (mask,) = processor.post_process_semantic_segmentation(outputs, target_sizes=[image.size[::-1]])
+    return mask.numpy()
 
 
 def test_a_folder_without_its_processor_or_with_custom_code_is_refused(

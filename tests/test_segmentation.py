@@ -18,9 +18,12 @@ import numpy as np
 import pytest
 import skimage
 import torch
+from torchvision import models as tv_models
 
 from modelship.checkpoint import LoadOptions, load_model
 from modelship.checkpoint.arch import build_model
+from modelship.checkpoint.families.registry import adapt_model
+from modelship.checkpoint.families.torchvision_models import builder_takes
 from modelship.contract.manifest import Manifest
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import Tolerance, compare_function
@@ -95,6 +98,22 @@ def test_the_auxiliary_head_is_read_from_the_weights_and_left_out_unless_asked(t
         kept = load_model(LoadOptions(checkpoint, keep_aux=True)).model
         assert list(kept(torch.randn(1, 3, 64, 64))) == ["out", "aux"]
     assert any("--keep-aux" in note for note in loaded.report.notes)
+
+
+AUX_SEGMENTERS = [a for a in tv_models.list_models(module=tv_models.segmentation) if builder_takes(a, "aux_loss")]
+
+
+@pytest.mark.parametrize("arch", AUX_SEGMENTERS)
+def test_a_segmenter_trained_with_its_auxiliary_head_scripts_without_it(arch: str) -> None:
+    """torchvision's segmentation recipe trains with aux_loss=True: the head left out must leave a model TorchScript
+    accepts (a submodule set to None clashed with the class's `aux_classifier` constant)."""
+    torch.manual_seed(0)
+    model = adapt_model(build_model(arch, {"num_classes": 3, "aux_loss": True}).eval()).model
+    scripted = torch.jit.script(model)
+    image = torch.rand(1, 3, 64, 64)
+    with torch.no_grad():
+        assert list(scripted(image)) == ["out"]
+        torch.testing.assert_close(scripted(image)["out"], model(image)["out"])
 
 
 def test_masks_are_judged_by_pixels_and_iou() -> None:
@@ -188,13 +207,26 @@ def test_the_pipeline_answers_the_class_mask_of_each_photo(lraspp: tuple[Path, d
     assert shown.exit_code == 0 and shown.output.startswith(f"{PHOTOS[0]}  (512x512)"), shown.output
 
 
-def test_a_class_mask_is_scaled_to_the_photo_by_nearest_neighbour() -> None:
-    from modelship.postprocess import class_mask, class_shares, palette
+def test_a_class_mask_is_the_argmax_of_the_scores_resized_as_pytorch_resizes_them() -> None:
+    """transformers' post_process_semantic_segmentation: bilinear (corners not aligned) straight to the photo's size,
+    then the argmax; computed in numpy (no torch on the server) to the same pixels, at sizes up and down, in row
+    chunks."""
+    from modelship.drawing import palette
+    from modelship.postprocess import MASK_ROWS, class_mask, class_shares
 
+    rng = np.random.default_rng(0)
+    for classes, low, size in (
+        (5, (64, 64), (300, 451)),
+        (21, (130, 97), (2 * MASK_ROWS + 3, 389)),
+        (3, (10, 12), (7, 5)),
+    ):
+        scores = rng.standard_normal((classes, *low)).astype(np.float32)
+        resized = torch.nn.functional.interpolate(torch.from_numpy(scores)[None], size=size, mode="bilinear")
+        assert (class_mask(scores, size) == resized[0].argmax(0).numpy()).all()
     scores = np.zeros((3, 2, 2), dtype=np.float32)
     scores[1, 0, 0] = scores[2, 1, 1] = 1.0  # class 1 top-left, class 2 bottom-right, class 0 elsewhere
     mask = class_mask(scores, (4, 6))
     assert mask.dtype == np.uint8 and mask.shape == (4, 6)
-    assert (mask[:2, :3] == 1).all() and (mask[2:, 3:] == 2).all() and (mask[:2, 3:] == 0).all()
-    assert class_shares(mask, 3).tolist() == [0.5, 0.25, 0.25]
+    assert mask[0, 0] == 1 and mask[3, 5] == 2 and mask[0, 5] == mask[3, 0] == 0
+    assert class_shares(np.array([[1, 0], [2, 0]]), 3).tolist() == [0.5, 0.25, 0.25]
     assert palette(3).tolist() == [[0, 0, 0], [128, 0, 0], [0, 128, 0]]  # PASCAL VOC's first colours

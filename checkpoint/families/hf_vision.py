@@ -2,8 +2,11 @@
 folder's image processor makes them) in; `logits` out.
 
 - Image classification: the head's logits, [batch, labels].
-- Semantic segmentation: the logits resized to the input's height and width (bilinear, corners not aligned), as the
-  processor's `post_process_semantic_segmentation` resizes them before its argmax; [batch, labels, height, width].
+- Semantic segmentation: the model's own logits, [batch, labels, height / 4, width / 4] for a SegFormer. They go back
+  onto the photo in one step, as the processor's `post_process_semantic_segmentation` takes them: resized bilinearly
+  straight to the photo's size, then the argmax (`modelship.postprocess.class_mask`, in the `_pipeline` and the
+  client). Resized to the input's size first, then to the photo's, they answered other pixels (two resizes are not
+  one).
 - Object detection (DETR and its kin): the detection interface of torchvision's detectors
   (`families.torchvision_detector`): boxes (x1, y1, x2, y2) in the input's pixels, scores and labels as the processor's
   `post_process_object_detection` computes them (softmax over the classes and "no object", the best class but the
@@ -27,7 +30,7 @@ from modelship.contract.preprocessing import PreprocessSpec
 
 
 class ImageLogits(nn.Module):
-    """forward(pixel_values) -> {"logits"}: a transformers image classifier."""
+    """forward(pixel_values) -> {"logits"}: a transformers image classifier or semantic segmenter."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -35,15 +38,6 @@ class ImageLogits(nn.Module):
 
     def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"logits": self.model(pixel_values=pixel_values).logits}
-
-
-class MaskLogits(ImageLogits):
-    """forward(pixel_values) -> {"logits"} at the input's size: a transformers semantic segmenter."""
-
-    def forward(self, pixel_values: torch.Tensor) -> dict[str, torch.Tensor]:
-        logits = self.model(pixel_values=pixel_values).logits
-        resized = nn.functional.interpolate(logits, size=pixel_values.shape[-2:], mode="bilinear", align_corners=False)
-        return {"logits": resized}
 
 
 class BoxTensors(ImageLogits):
@@ -73,7 +67,7 @@ class BoxTensors(ImageLogits):
         }
 
 
-WRAPPERS = {"classification": ImageLogits, "segmentation": MaskLogits, "detection": BoxTensors}
+WRAPPERS = {"classification": ImageLogits, "segmentation": ImageLogits, "detection": BoxTensors}
 
 
 def wrap_image_model(model: nn.Module, folder: HFFolder) -> ImageLogits:

@@ -13,7 +13,8 @@ import numpy as np
 from modelship.cli.photo_requests import photo_request, save_folder
 from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
-from modelship.postprocess import class_mask, class_shares, overlay
+from modelship.drawing import overlay
+from modelship.postprocess import class_mask, class_shares
 from modelship.preprocess.image import load_image
 from modelship.serve.client import TritonClient
 from modelship.serve.ensemble import MASK
