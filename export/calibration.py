@@ -72,7 +72,8 @@ def _refuse_without_spec(preprocess: PreprocessSpec | None) -> None:
     if preprocess is None:
         raise UsageError(
             "--calibrate: this export has no preprocessing spec to run the images through",
-            hint="export from a checkpoint whose metadata holds 'preprocess' (or a registry architecture)",
+            hint="give it with --preprocess, e.g. --preprocess resize=256,crop=224 (ImageNet's mean and std unless "
+            "mean=/std= say otherwise), or in a <ckpt>.json sidecar's 'preprocess'",
         )
 
 

@@ -102,7 +102,7 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
     task = get_task(manifest.task)
     kinds = task.output_kinds(manifest.io)
     artifacts = select_artifacts(manifest, request.artifacts)
-    serving = _serving_spec(manifest, choice.preprocess_file) if choice.images else None
+    serving = _serving_spec(manifest, choice.preprocess) if choice.images else None
     tokenize = _serving_tokenizer(manifest, folder) if choice.texts else None
     with status("checking artifact files against the manifest"):
         manifest.refuse_changed_files(folder, ParityError)  # the tokenizer: every candidate depends on it
@@ -192,14 +192,14 @@ def _explain(
     return explained
 
 
-def _serving_spec(manifest: Manifest, preprocess_file: Path | None) -> tuple[PreprocessSpec, str]:
-    """The serving side's preprocessing for images (`preprocess_file`, else the manifest's) and its origin."""
-    if preprocess_file is not None:
-        return PreprocessSpec.read(preprocess_file), str(preprocess_file)
+def _serving_spec(manifest: Manifest, preprocess: str | None) -> tuple[PreprocessSpec, str]:
+    """The serving side's preprocessing for images (`preprocess`, else the manifest's) and its origin."""
+    if preprocess is not None:
+        return PreprocessSpec.from_option(preprocess), preprocess
     if manifest.preprocess is None:
         raise UsageError(
             f"export {manifest.name!r} has no preprocessing spec in its manifest.json (the serving side of --images)",
-            hint="export from a checkpoint whose metadata holds 'preprocess', or pass --preprocess FILE",
+            hint="pass --preprocess (a JSON file, or key=value pairs such as resize=256,crop=224), or export with it",
         )
     return manifest.preprocess, "manifest.json preprocess"
 

@@ -35,7 +35,7 @@ class ReferenceChoice:
     batch_sizes: tuple[int, ...] = (1, 8)
     seed: int = 0
     images: Path | None = None
-    preprocess_file: Path | None = None  # the serving spec for `images`, instead of the manifest's
+    preprocess: str | None = None  # the serving spec for `images` (a JSON file or key=value pairs), not the manifest's
     texts: Path | None = None  # a file of texts, one per line, for a text model
 
     def __post_init__(self) -> None:

@@ -14,6 +14,7 @@ import statistics
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ import numpy as np
 import onnx
 
 from modelship.contract.errors import ExportError
+from modelship.export.int8_per_token import per_token
 
 Tensors = dict[str, np.ndarray]
 WEIGHT_OPS = ("Conv", "MatMul", "Gemm")  # what carries the time, and what INT8 kernels speed up
@@ -33,13 +35,21 @@ SATURATION = (
 )
 
 
+class ActivationScale(StrEnum):
+    """How dynamic INT8 scales an activation: one scale for the whole batch (ONNX Runtime's DynamicQuantizeLinear: a
+    row's answer moves with its batchmates) or one per row (export.int8_per_token: it never does)."""
+
+    TENSOR = "per-tensor"
+    TOKEN = "per-token"
+
+
 @dataclass(frozen=True)
 class Int8Recipe:
     """How to quantize: `mode` static (activations calibrated) or dynamic (weights only, activations quantized per
     batch at run time); `activations` uint8 or int8 (U8S8 is the fast path of x86 VNNI kernels, S8S8 ONNX Runtime's
     documented default); `per_channel` weight scales; `method` the calibration (minmax, entropy, percentile);
     `ops` the op types quantized; `excluded` nodes kept float; `reduce_range` weights in 7 bits (see
-    SATURATION)."""
+    SATURATION); `scale` a dynamic recipe's activation scales (ActivationScale)."""
 
     mode: str = "static"
     activations: str = "uint8"
@@ -48,10 +58,12 @@ class Int8Recipe:
     ops: tuple[str, ...] = WEIGHT_OPS
     excluded: tuple[str, ...] = ()
     reduce_range: bool = True
+    scale: ActivationScale = ActivationScale.TOKEN
 
     def describe(self) -> str:
         if self.mode == "dynamic":
-            text = f"dynamic, {'per-channel' if self.per_channel else 'per-tensor'} int8 weights"
+            weights = "per-channel" if self.per_channel else "per-tensor"
+            text = f"dynamic, {self.scale.value} uint8 activations, {weights} int8 weights"
         else:
             acts = "U8S8" if self.activations == "uint8" else "S8S8"
             text = f"static QDQ {acts}, {'per-channel' if self.per_channel else 'per-tensor'}, {self.method}"
@@ -78,6 +90,12 @@ class _Reader:
 
     def get_next(self) -> Tensors | None:
         return next(self._sets, None)
+
+
+def _rows(inputs: Tensors) -> list[Tensors]:
+    """One input set split into sets of one row each."""
+    count = len(next(iter(inputs.values())))
+    return [{name: value[i : i + 1] for name, value in inputs.items()} for i in range(count)]
 
 
 @contextlib.contextmanager
@@ -145,6 +163,8 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             # fused ops (Attention) are contrib ops its type inference does not know: their outputs are float
             extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+        if recipe.scale is ActivationScale.TOKEN:
+            onnx.save(per_token(onnx.load(str(out))), str(out))
     else:
         methods = {
             "minmax": CalibrationMethod.MinMax,
@@ -152,10 +172,12 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             "percentile": CalibrationMethod.Percentile,
         }
         activations = QuantType.QUInt8 if recipe.activations == "uint8" else QuantType.QInt8
+        # a histogram calibrator stacks what each set gives: sets of one row each stack whatever the batch left over
+        sets = calibration if recipe.method == "minmax" else [row for inputs in calibration for row in _rows(inputs)]
         quantize_static(
             fp32,
             out,
-            _Reader(calibration),
+            _Reader(sets),
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=list(recipe.ops),
             per_channel=recipe.per_channel,
@@ -174,16 +196,6 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
             },
         )
     return Quantized(out, recipe)
-
-
-def cpu_has_vnni() -> bool:
-    """Whether this CPU multiplies uint8 by int8 with 32-bit sums (AVX-512 VNNI or AVX-VNNI): without it, full-range
-    int8 weights saturate (SATURATION)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_vnni" in flags or "avx_vnni" in flags
 
 
 def name_nodes(model: onnx.ModelProto) -> None:

@@ -1,27 +1,26 @@
-"""The INT8 strategy, in one place: which recipe, which nodes stay float, and whether the variant ships.
+"""The INT8 variant's strategy: the graph it is quantized from, the recipes and their order, what is judged where, and
+the figures recorded. The search itself (tries, the float set, shipping or declining) is export.int8_search's.
 
 1. Recipes are measured, not assumed: for static INT8 both activation types (U8S8, the x86 VNNI fast path, and
    S8S8, ONNX Runtime's documented default) are quantized and timed on this CPU, and the faster is judged with
    per-channel and per-tensor weights (per-tensor was the closer on the demo's digits model), each in 7 bits and,
-   on a CPU without VNNI, also full-range (int8.SATURATION: there the verdict includes the saturation), the closest
-   passing one kept; the other type only when none passes. For dynamic INT8 (a text model without --calibrate):
-   per-tensor and per-channel weights, the faster first, the same way, quantized from export.int8_source's graph
-   (a transformer's attention fused, normalization outputs smoothed: per-channel weights only). The closest of them
-   is the one refined.
+   where the variant may use full-range weights, also in 8 (see `weight_ranges`), the closest passing one kept; the
+   other type only when none passes. For dynamic INT8 (a text model without --calibrate): per-tensor and
+   per-channel weights, the faster first, the same way, quantized from export.int8_source's graph (a transformer's
+   attention fused, normalization outputs smoothed: per-channel weights only).
 2. Each is judged by the task's own compare function against eager fp32 on the held-back inputs
    (export.calibration), with the INT8 bars of contract.precisions.
 3. When the verdict fails, the quantized nodes are ranked on inputs that are not the verdict's (calibration
    images, or the export's seeded random inputs): a dynamic recipe's by the noise each adds to the answer when
    quantized alone, a static one's by its own error against the fp32 graph (each alone would need a calibration).
-   The worst are kept float, 1, 2, 3, 4, 6, 9, ... of them, at most INT8_TRIALS quantizations in all, each shown as
-   progress. Static recipes try percentile calibration once before that.
-4. The passing variant is timed against fp32 at batch 1 and at the largest verified batch. Not faster at either:
-   not written (unless --keep-slower), and the export says by how much it lost.
+4. The passing variant is timed against fp32 at batch 1 and at the largest verified batch. A variant that is not
+   accurate enough after every try, or measured slower (unless --keep-slower), is declined in one line with its
+   figures; the export writes its verified artifacts all the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +28,8 @@ import numpy as np
 import onnx
 
 from modelship.contract.artifact_details import Int8Details, Int8Try
+from modelship.contract.cpu_kinds import CpuKind, this_cpu
+from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.export.build import Build, Verification
 from modelship.export.calibration import CalibrationSplit, image_split, text_split
@@ -37,7 +38,6 @@ from modelship.export.int8 import (
     WEIGHT_OPS,
     Int8Recipe,
     Quantized,
-    cpu_has_vnni,
     name_nodes,
     node_errors,
     output_errors,
@@ -45,11 +45,11 @@ from modelship.export.int8 import (
     quantize,
     seconds_per_run,
 )
+from modelship.export.int8_search import Judged, Ranking, Search, decline, search
 from modelship.export.int8_source import Int8Source, dynamic_source
+from modelship.export.text_inputs import served_batchings
 from modelship.parity import OnnxRuntimeRunner, ParityReport, reference_results, reference_runner
 
-INT8_TRIALS = 8  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
-MAX_FLOAT_SHARE = 0.5  # of the quantized nodes, at most this share is kept float
 CALIBRATION_VALUES = 64 * 3 * 224 * 224  # input values calibrated on at most: 64 ImageNet-sized images
 STEP = "quantize onnx_int8"
 Tensors = dict[str, np.ndarray]
@@ -57,28 +57,33 @@ Tensors = dict[str, np.ndarray]
 
 @dataclass
 class Int8Result:
-    """The variant's verdict, its details, the held-back inputs it was judged on (with eager's outputs), and
-    `declined`: why it is not written (slower than fp32), else None."""
+    """The search's outcome, the variant's details, the held-back inputs it was judged on (with eager's outputs),
+    and `declined`: why it is not written, else None."""
 
-    report: ParityReport
+    search: Search
     details: Int8Details
     verification: Verification
     declined: str | None = None
 
-
-Attempt = Callable[[Int8Recipe], tuple[Quantized, ParityReport]]
+    @property
+    def report(self) -> ParityReport:
+        assert self.search.chosen is not None and self.search.chosen.report is not None
+        return self.search.chosen.report
 
 
 def held_back(build: Build) -> tuple[CalibrationSplit | None, Verification]:
     """The calibration split (None: dynamic INT8 of a text model, which needs none) and the verification on the
-    held-back inputs (eager fp32 outputs on them, compared by the task's kinds)."""
+    held-back inputs (eager fp32 outputs on them, compared by the task's kinds). Dynamic INT8 scales activations as
+    it runs, so it is also judged on the batchings a server gives the same sentences: each alone, and all beside
+    extreme texts (export.text_inputs.served_batchings)."""
     spec, io = build.spec, build.io
     calibrate = spec.calibration
     if build.tokenizer is not None:
         split = text_split(calibrate, build.tokenizer) if calibrate is not None else None
         if split is None:  # the export's real sentences: nothing was calibrated on them
-            sets = [build.verification.inputs[i] for i in build.verification.texts]
-            labels = [build.verification.labels[i] for i in build.verification.texts]
+            served, served_labels = served_batchings(build.tokenizer)
+            sets = [build.verification.inputs[i] for i in build.verification.texts] + served
+            labels = [build.verification.labels[i] for i in build.verification.texts] + served_labels
         else:
             sets, labels = split.judged, split.labels
     else:
@@ -89,17 +94,36 @@ def held_back(build: Build) -> tuple[CalibrationSplit | None, Verification]:
     return split, Verification(sets, labels, eager, build.verification.kinds)
 
 
+def weight_ranges(here: CpuKind, target: CpuKind, declared: bool) -> tuple[tuple[bool, ...], str]:
+    """Which weight ranges are judged (reduce_range values: 7-bit always) for a variant judged on a `here` CPU and
+    served on a `target` one (`declared` by --int8-cpu, else this CPU's kind), and why. Full-range weights are
+    closer to fp32 where they do not saturate: judged for a VNNI target, and on an AVX2 CPU for any target (the
+    verdict then includes the saturation, the worst case)."""
+    made_for = f"made for {target.title} ({'--int8-cpu' if declared else 'this CPU, the default'})"
+    if here is CpuKind.AVX2:
+        note = "; the speed figures are this CPU's" if target is CpuKind.VNNI else ""
+        return (True, False), (
+            f"{SATURATION}. {made_for}: this CPU has no VNNI, so its verdicts include that saturation (the worst "
+            f"case of any CPU), and full-range weights are judged beside 7-bit ones{note}"
+        )
+    if target is CpuKind.VNNI:
+        return (True, False), (
+            f"{SATURATION}. {made_for}: full-range weights are judged beside 7-bit ones; a full-range variant's "
+            "verdict holds on VNNI CPUs only (--int8-cpu avx2 judges 7-bit weights alone)"
+        )
+    return (True,), (
+        f"{SATURATION}. {made_for} on a VNNI CPU: only 7-bit weights are judged (a full-range verdict here would "
+        "not hold there)"
+    )
+
+
 def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
     """The INT8 variant of the fp32 graph at `fp32` written to `out` (see the module doc)."""
     split, verification = held_back(build)
-    vnni = cpu_has_vnni()
-    why = [
-        f"{SATURATION}: this CPU has VNNI, so only 7-bit weights are judged (a full-range verdict here would not hold "
-        "on a CPU without)"
-        if vnni
-        else f"{SATURATION}: this CPU has no VNNI, so its verdicts include that saturation (the worst case of any "
-        "CPU), and full-range weights are judged beside 7-bit ones"
-    ]
+    here = this_cpu()
+    target = build.spec.int8_cpu or here
+    ranges, weights_why = weight_ranges(here, target, declared=build.spec.int8_cpu is not None)
+    why = [weights_why]
     tolerance = build.spec.tolerance("int8")
     source = dynamic_source(build, fp32, io) if split is None else Int8Source(fp32, WEIGHT_OPS)
     why.extend(source.why)
@@ -116,13 +140,24 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
             "values at most)"
         )
     ranking_sets = calibration or build.verification.random_sets
-    tries: list[Int8Try] = []
-    last: list[Int8Recipe] = []  # the recipe whose graph is in `out` now
+    written: list[Int8Recipe] = []  # the recipe whose graph is in `out` now
+    tries = 0
 
-    def attempt(recipe: Int8Recipe) -> tuple[Quantized, ParityReport]:
+    def write(recipe: Int8Recipe) -> None:
+        written.clear()
         with build.steps(STEP, "onnx_int8"):
-            quantized = quantize(prepared, out, recipe, calibration)
-        last[:] = [recipe]
+            quantize(prepared, out, recipe, calibration)
+        written.append(recipe)
+
+    def attempt(recipe: Int8Recipe) -> Judged:
+        nonlocal tries
+        tries += 1
+        try:
+            write(recipe)
+        except ExportError as exc:
+            build.steps.progress(STEP, f"try {tries}: {recipe.describe()}: the quantizer failed")
+            record = Int8Try(recipe.describe(), False, [exc.message], len(verification.inputs), raised=True)
+            return Judged(recipe, None, record)
         runner = OnnxRuntimeRunner(out, io, name="onnx_int8", isolated=False)
         try:
             with build.steps("verify onnx_int8", "onnx_int8"):
@@ -130,57 +165,58 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
         finally:
             runner.close()
         verdict = "passes" if report.passed else f"fails ({', '.join(report.failures()[:1])})"
-        build.steps.progress(STEP, f"try {len(tries) + 1}/{INT8_TRIALS}: {recipe.describe()}: {verdict}")
-        tries.append(_try(recipe, report))
-        return quantized, report
+        build.steps.progress(STEP, f"try {tries}: {recipe.describe()}: {verdict}")
+        return Judged(recipe, report, _try(recipe, report))
+
+    def rank(judged: Judged) -> Ranking:
+        if written != [judged.recipe]:
+            write(judged.recipe)
+        try:
+            with build.steps("rank quantized nodes", "onnx_int8"):
+                errors, measure = _node_ranking(Quantized(out, judged.recipe), prepared, ranking_sets)
+        except Exception as exc:  # a diagnosis: without it the search only stops early
+            raise ExportError(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        return Ranking(sorted(errors, key=lambda name: -errors[name]), errors, measure)
 
     speed_inputs = _speed_inputs(verification.inputs, io, max(build.spec.batch_sizes))
     with build.steps("time int8 recipes", "onnx_int8"):
         candidates = _ranked_recipes(prepared, fp32, out, calibration, speed_inputs, why, source.ops, source.smoothed)
-    pair = 1  # the first recipes all judged, the closest passing kept
-    if candidates[0].mode == "static":  # per-tensor weights of the faster: per-channel is not always closer
-        candidates.insert(1, replace(candidates[0], per_channel=False))
-        pair = 2
-    if not vnni:  # full-range weights are closer where they do not saturate, and this CPU shows where they do
-        candidates[pair:pair] = [replace(recipe, reduce_range=False) for recipe in candidates[:pair]]
-        pair *= 2
-    judged = []
-    for recipe in candidates:  # the base recipes, the faster first, until one passes
-        judged.append(attempt(recipe))
-        if len(judged) >= pair and any(report.passed for _, report in judged):
-            break
-    quantized, report = min(judged, key=lambda pair: _try(pair[0].recipe, pair[1]).closeness())
-    if not report.passed and quantized.recipe.mode == "static" and len({_shapes(c) for c in calibration}) == 1:
-        # histograms need one shape: ONNX Runtime's collector stacks them (images of their own sizes do not)
-        quantized, report = attempt(replace(quantized.recipe, method="percentile"))
-        if report.passed:
-            why.append("percentile calibration (99.999%): minmax ranges left the verdict failing")
-    if not report.passed:
-        with build.steps("rank quantized nodes", "onnx_int8"):
-            errors, measure = _node_ranking(quantized, prepared, ranking_sets)
-        quantized, report = _keep_worst_float(quantized, report, errors, measure, attempt, tries, why)
-    if last != [quantized.recipe]:  # the graph written last is not the one kept
-        quantize(prepared, out, quantized.recipe, calibration)
-    with build.steps("time onnx_int8 against fp32", "onnx_int8"):
-        speedups = _speedups(fp32, out, speed_inputs)
+    candidates, pair = _judged_recipes(candidates, ranges)
+    same_shapes = len({_shapes(c) for c in calibration}) == 1  # histograms of images of one size only
+    done = search(candidates, pair, attempt, rank, percentile=same_shapes)
+    why.extend(done.why)
+    speedups: dict[str, float] = {}
+    if done.passed:
+        assert done.chosen is not None
+        if written != [done.chosen.recipe]:  # the graph written last is not the one kept
+            write(done.chosen.recipe)
+        with build.steps("time onnx_int8 against fp32", "onnx_int8"):
+            speedups = _speedups(fp32, out, speed_inputs)
     for scratch in (named, prepared, *source.files):
         scratch.unlink(missing_ok=True)
+    chosen = done.chosen.recipe if done.chosen is not None else None
     details = Int8Details(
-        recipe=quantized.recipe.describe(),
+        recipe=chosen.describe() if chosen is not None else "",
         calibration=split.describe() if split else "none: dynamic quantization (weights only)",
         calibration_inputs=split.calibration_count if split else 0,
         judged_inputs=_rows(verification.inputs),
-        kept_float=list(quantized.recipe.excluded),
+        kept_float=list(chosen.excluded) if chosen is not None else [],
         speedups=speedups,
-        tries=tries,
+        tries=done.tries,
         choices=why,
+        target_cpu=target.value,
+        judged_on=here.value,
+        full_range_weights=chosen is not None and not chosen.reduce_range,
     )
-    slower = {batch: ratio for batch, ratio in speedups.items() if ratio < 1.0}
-    declined = None
-    if slower and report.passed and not build.spec.keep_slower:
-        lost = ", ".join(f"{ratio:.2f}x fp32 at {batch}" for batch, ratio in slower.items())
-        declined = f"onnx_int8 not written: slower than fp32 on this CPU ({lost}); --keep-slower writes it anyway"
-    return Int8Result(report, details, verification, declined)
+    return Int8Result(done, details, verification, decline(done, speedups, build.spec.keep_slower))
+
+
+def _judged_recipes(timed: list[Int8Recipe], ranges: tuple[bool, ...]) -> tuple[list[Int8Recipe], int]:
+    """The recipes judged, in order, and how many of the first are all judged (the closest passing kept): the
+    faster's weights per-channel and (static) per-tensor, in each weight range judged, then the others."""
+    first = [timed[0]] + ([replace(timed[0], per_channel=False)] if timed[0].mode == "static" else [])
+    first = [replace(recipe, reduce_range=r) for r in ranges for recipe in first]
+    return [*first, *timed[1:]], len(first)
 
 
 def _ranked_recipes(
@@ -209,12 +245,19 @@ def _ranked_recipes(
         what = "U8S8 and S8S8"
     batch = max(speed_inputs)
     baseline = seconds_per_run(fp32, speed_inputs[batch])
-    timed = []
+    timed: list[tuple[float, Int8Recipe]] = []
     for recipe in options:
-        quantize(source, out, recipe, calibration)
+        try:
+            quantize(source, out, recipe, calibration)
+        except ExportError:  # judged last, where it counts as a failed try
+            timed.append((0.0, recipe))
+            continue
         timed.append((baseline / seconds_per_run(out, speed_inputs[batch]), recipe))
     timed.sort(key=lambda pair: -pair[0])
-    figures = ", ".join(f"{r.describe().split(', ')[0 if r.mode == 'static' else 1]} {s:.2f}x" for s, r in timed)
+    figures = ", ".join(
+        f"{r.describe().split(', ')[0 if r.mode == 'static' else 1]} " + (f"{s:.2f}x" if s else "failed to quantize")
+        for s, r in timed
+    )
     first = "; the faster is judged first" if len(timed) > 1 else ""
     why.append(f"{what} timed against fp32 at batch {batch}: {figures}{first}")
     return [recipe for _, recipe in timed]
@@ -228,36 +271,6 @@ def _node_ranking(quantized: Quantized, source: Path, sets: Sequence[Tensors]) -
         errors = output_errors(source, quantized.path, recipe, sets, source.with_name("int8-alone.onnx"))
         return errors, "the noise each adds to the answer quantized alone"
     return node_errors(source, quantized.path, sets, recipe.ops), "their own error against fp32"
-
-
-def _keep_worst_float(
-    quantized: Quantized,
-    report: ParityReport,
-    errors: dict[str, float],
-    measure: str,
-    attempt: Attempt,
-    tries: list[Int8Try],
-    why: list[str],
-) -> tuple[Quantized, ParityReport]:
-    """Keep the nodes with the worst `errors` float, 1, 2, 3, 4, 6, 9, ... of them (never more than MAX_FLOAT_SHARE
-    of the quantized nodes: past that it is no INT8 model), until the verdict passes or the tries run out; the last
-    result."""
-    recipe = quantized.recipe
-    ranked = [name for name, _ in sorted(errors.items(), key=lambda item: -item[1]) if name not in recipe.excluded]
-    ranked = ranked[: int(len(errors) * MAX_FLOAT_SHARE)]
-    count = 1
-    while not report.passed and len(tries) < INT8_TRIALS and ranked:
-        chosen = ranked[:count]
-        quantized, report = attempt(recipe.excluding(chosen))
-        if report.passed:
-            why.append(
-                f"{len(chosen)} nodes kept float, the worst by {measure} "
-                f"({', '.join(f'{n} adds {_db(errors[n])}' for n in chosen[:3])}{', ...' if len(chosen) > 3 else ''})"
-            )
-        if count >= len(ranked):
-            break
-        count = min(max(count + 1, count * 3 // 2), len(ranked))
-    return quantized, report
 
 
 def _speed_inputs(sets: Sequence[Tensors], io: IOSpec, largest: int) -> dict[int, Tensors]:
@@ -277,11 +290,6 @@ def _speedups(fp32: Path, int8: Path, inputs: dict[int, Tensors]) -> dict[str, f
         f"batch {batch}": round(seconds_per_run(fp32, feed) / seconds_per_run(int8, feed), 3)
         for batch, feed in inputs.items()
     }
-
-
-def _db(share: float) -> str:
-    """Noise added, as a share of the signal's power, in dB."""
-    return f"noise at {10 * np.log10(share):.0f} dB" if share > 0 else "no noise"
 
 
 def _shapes(inputs: Tensors) -> tuple[tuple[int, ...], ...]:

@@ -1,6 +1,7 @@
 """The `onnx_int8` variant (contract.artifacts): the fp32 graph quantized by export.int8_strategy, written as
 model.int8.onnx beside golden.int8.npz (the held-back inputs it was judged on and eager's outputs for them, so
-`modelship parity --against golden` re-checks it without the checkpoint), or declined when slower than fp32."""
+`modelship parity --against golden` re-checks it without the checkpoint), or declined in one line, with what its
+search recorded, when no try was accurate enough or it measured slower than fp32."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ GOLDEN = "golden.int8.npz"
 
 
 def start_onnx_int8(build: Build, written: Written) -> Finish:
-    """Quantize, judge and time now; the Finish gives the artifact, or its Declined when it lost to fp32."""
+    """Quantize, judge and time now; the Finish gives the artifact, or its Declined."""
     path = build.path(NAME)
     result = build_int8(build, build.path(written.name), written.io, path)
     if result.declined is not None:
         path.unlink(missing_ok=True)
-        declined = Declined(NAME, result.declined)
+        declined = Declined(NAME, result.declined, result.details)
         return lambda: declined
     save_golden(build.file(GOLDEN), result.verification.inputs, result.verification.outputs)
     result.details.golden = GOLDEN

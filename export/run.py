@@ -134,6 +134,13 @@ def run_export(
         )
         made = _build_artifacts(build)
         artifacts, reports = made.artifacts, made.reports
+        if made.declined and spec.require_variants:
+            raise ExportError(
+                "; ".join(d.reason for d in made.declined),
+                hint="nothing was written (--require-variants); without it the verified artifacts are written and "
+                "the declined variant left out",
+                details={"declined": [d.to_dict() for d in made.declined]},
+            )
         failed = [name for name, report in reports.items() if not report.passed]
         if failed:
             failing = [

@@ -8,6 +8,7 @@ from pathlib import Path
 from modelship.checkpoint.families import family_of
 from modelship.contract.artifacts import default_formats as registered_defaults
 from modelship.contract.artifacts import format_title, formats_with
+from modelship.contract.cpu_kinds import CpuKind
 from modelship.contract.errors import UsageError
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.names import check_name
@@ -69,6 +70,8 @@ class ExportSpec:
     fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
     calibration: Path | None = None  # INT8: the images or text lines to calibrate on (--calibrate)
     keep_slower: bool = False  # INT8: written even when measured slower than fp32 (--keep-slower)
+    int8_cpu: CpuKind | None = None  # INT8: the kind of CPU it will be served on (--int8-cpu); None: this one's
+    require_variants: bool = False  # a variant asked for and declined fails the export (--require-variants)
     opset: int | None = None
     exporter: str | None = None  # None: what the task's models need (detectors: legacy), else dynamo
     trace: bool = False
@@ -88,6 +91,8 @@ class ExportSpec:
         object.__setattr__(self, "precisions", tuple(dict.fromkeys(self.precisions)))
         if self.calibration is not None:
             object.__setattr__(self, "calibration", Path(self.calibration))
+        if self.int8_cpu is not None:
+            object.__setattr__(self, "int8_cpu", CpuKind(self.int8_cpu))
         parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
         object.__setattr__(self, "input_options", parsed)
         from modelship.export.formats import export_formats
@@ -131,6 +136,7 @@ class ExportSpec:
             ("--fp16-keep", bool(self.fp16_keep), "fp16"),
             ("--calibrate", self.calibration is not None, "int8"),
             ("--keep-slower", self.keep_slower, "int8"),
+            ("--int8-cpu", self.int8_cpu is not None, "int8"),
         ):
             if given and needs not in self.precisions:
                 raise UsageError(f"{flag} needs --{needs}", hint=f"add --{needs}")

@@ -51,6 +51,40 @@ def text_input_sets(source: TokenizerSource, batch_sizes: Sequence[int]) -> Text
     return TextSets(inputs, labels, (base, len(inputs) - 1))
 
 
+def stress_texts() -> list[str]:
+    """Texts whose activations reach far past ordinary sentences' (long runs of numbers, one word or one character
+    repeated, other scripts, emoji, URLs, code, base64): what a dynamically quantized model may meet beside a
+    sentence in a server's batch."""
+    return [
+        " ".join(str(i * 7919 % 100003) for i in range(200)),
+        " ".join(f"{i * 3.14159:.5f}" for i in range(120)),
+        "the " * 300,
+        "buffalo " * 300,
+        "!" * 300,
+        ("WARNING SYSTEM FAILURE IMMEDIATE ACTION REQUIRED " * 40).strip(),
+        "ภาษาไทยเป็นภาษาที่มีระดับเสียงของคำแน่นอนหรือวรรณยุกต์เช่นเดียวกับภาษาจีน " * 10,
+        "हिन्दी विश्व की एक प्रमुख भाषा है एवं भारत की राजभाषा है। " * 20,
+        "日本語は主に日本国内や日本人同士の間で使用される言語である。" * 15,
+        "🙂🚀📎🔥💯🎉😀😂🤖👍 " * 40,
+        " ".join(f"https://example.com/path/{i}?q={i * 13}&id=abc{i}" for i in range(40)),
+        "def f(x):\n    return [i**2 for i in range(x) if i % 3 == 0]\n" * 15,
+    ]
+
+
+def served_batchings(source: TokenizerSource) -> tuple[list[dict[str, np.ndarray]], list[str]]:
+    """The export's sentences as a server may batch them with other users' requests: each alone, and all of them
+    beside the stress texts (padded to the longest): a model whose answer for one row depends on its batchmates is
+    judged on both."""
+    tokenizer = TextTokenizer(source.path, source.spec)
+    corpus = sentences()
+    inputs = [tokenizer.encode([text]) for text in corpus]
+    labels = [f"text {i + 1} alone" for i in range(len(corpus))]
+    stress = stress_texts()
+    inputs.append(tokenizer.encode([*corpus, *stress]))
+    labels.append(f"all {len(corpus)} texts beside {len(stress)} extreme ones (numbers, repeats, scripts, code)")
+    return inputs, labels
+
+
 def check_padding(outputs: Sequence[dict[str, np.ndarray]], sets: TextSets) -> None:
     """ExportError unless the eager outputs on the two paddings of the same texts agree at every real token."""
     first, second = sets.padded

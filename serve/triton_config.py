@@ -228,6 +228,8 @@ def build_config(
         parameters[PARAM_EXPORT] = json.dumps(export_info.to_dict(), sort_keys=True, default=str)
     if artifact.name in VARIANTS:  # a variant's own config fragment (fp16 ONNX: the optimizer it must not run)
         parameters.update(VARIANTS[artifact.name].triton_parameters)
+    if artifact.details is not None:  # what its export recorded for operators (INT8: the CPUs its verdict holds on)
+        parameters.update(artifact.details.triton_parameters())
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config

@@ -326,7 +326,7 @@ PARITY: list[Case] = [
         "images-not-folder",
         lambda c: (parity(c, "--images", c.scratch / "no", "--preprocess", _spec(c)), ["not a folder"]),
     ),
-    ("images-no-spec", lambda c: (parity(c, "--images", c.scratch), ["no preprocessing spec", "--preprocess FILE"])),
+    ("images-no-spec", lambda c: (parity(c, "--images", c.scratch), ["no preprocessing spec", "--preprocess"])),
     (
         "preprocess-not-json",
         lambda c: (parity(c, "--images", c.scratch, "--preprocess", c.file("p.json", "{")), ["p.json"]),

@@ -8,6 +8,7 @@ cosine 0.99 of eager on every sentence, run by the stock ONNX Runtime and served
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,21 +79,25 @@ def minilm(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
 def test_minilm_dynamic_int8_is_quantized_from_its_fused_smoothed_graph(minilm: tuple[Path, dict]) -> None:
     """MiniLM's INT8 comes from its attention fused by ONNX Runtime's optimizer and its normalization outputs
-    smoothed; the worst of the export's 21 sentences (every script, the empty text) stays within cosine 0.99 of
-    eager, and what stayed float is said."""
+    smoothed, every activation scaled per token; the worst of the export's 21 sentences (every script, the empty
+    text), in the export's batchings, each alone and beside extreme texts, stays within cosine 0.99 of eager."""
     folder, payload = minilm
     artifact = _int8(payload)
     (output,) = artifact["parity"]["outputs"]
     assert artifact["parity"]["passed"] and output["cosine"] >= 0.99, output
     details = artifact["details"]
     assert details["calibration_inputs"] == 0 and details["judged_inputs"] >= 21
+    labels = [row["label"] for row in artifact["parity"]["per_batch"]]
+    assert "text 1 alone" in labels and any("beside 12 extreme ones" in label for label in labels), labels
     choices = " | ".join(details["choices"])
     assert "fused by ONNX Runtime's transformer optimizer (Attention 6" in choices, choices
     assert "12 normalization outputs smoothed" in choices and "per-channel weights only" in choices, choices
-    assert "MatMul/Gemm/Attention" in details["recipe"] and "per-channel" in details["recipe"], details["recipe"]
+    recipe = details["recipe"]
+    assert "MatMul/Gemm/Attention" in recipe and "per-token uint8 activations, per-channel" in recipe, recipe
     assert len(details["kept_float"]) <= 12 and set(details["speedups"]) == {"batch 1", "batch 7"}
     ops = {node.op_type for node in onnx.load(str(folder / "model.int8.onnx"), load_external_data=False).graph.node}
-    assert {"QAttention", "EmbedLayerNormalization", "DynamicQuantizeLinear"} <= ops, ops
+    assert {"MultiHeadAttention", "EmbedLayerNormalization", "QuantizeLinear", "MatMulInteger"} <= ops, ops
+    assert "DynamicQuantizeLinear" not in ops and "QAttention" not in ops  # no scale shared across a batch
     assert not any(path.name.startswith("int8-") for path in folder.iterdir())
 
 
@@ -111,6 +116,53 @@ def test_a_slower_int8_variant_is_not_written_without_keep_slower(
         assert declined.reason in result.output and not (tmp_path / "digits" / "model.int8.onnx").exists()
     else:
         assert all(ratio >= 1.0 for ratio in manifest.artifact("onnx_int8").details.speedups.values())
+
+
+def test_an_int8_variant_never_accurate_enough_is_declined_and_the_verified_artifacts_written(
+    digits: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Bars no INT8 model meets (a --tolerances file asking cosine 1.0): every try fails; the export writes its
+    verified fp32 artifact, declines INT8 in one line with the closest figures, records the tries, exits 0. With
+    --require-variants the decline is an error and nothing is written."""
+    checkpoint, samples = digits
+    bars = tmp_path / "bars.json"
+    bars.write_text(json.dumps({"int8": {"min_cosine": 1.0}}))
+    args = (checkpoint, *ARCH, "--onnx", "--int8", "--calibrate", samples, "--tolerances", bars)
+    result = invoke("export", *args, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output[-2000:]
+    manifest = Manifest.read(tmp_path / "out" / "digits")
+    assert [a.name for a in manifest.artifacts] == ["onnx"] and not (tmp_path / "out/digits/model.int8.onnx").exists()
+    (declined,) = manifest.declined
+    assert declined.reason.startswith("onnx_int8 not written: not accurate enough on the held-back inputs after 8")
+    assert "the closest, static QDQ" in declined.reason and "cosine" in declined.reason
+    assert declined.reason in result.output and len(declined.details.tries) == 8
+    required = invoke("export", *args, "--require-variants", "--out", tmp_path / "strict", "--json")
+    assert required.exit_code == 1 and not (tmp_path / "strict" / "digits").exists()
+    payload = json.loads(required.stdout)
+    assert not payload["ok"] and "not accurate enough" in payload["error"]
+
+
+def test_a_factory_model_is_given_its_preprocessing_on_the_command_line(
+    digits: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A plain state_dict of the user's own model (`--arch module:Factory`): no metadata, no sidecar. INT8's
+    calibration needs the preprocessing; the refusal names --preprocess, and given it the export calibrates and
+    records the spec (what parity --images and the published _pipeline run)."""
+    import torch
+
+    from modelship.demo.train import SPEC
+
+    checkpoint, samples = digits
+    plain = tmp_path / "plain.pt"
+    torch.save(torch.load(checkpoint, weights_only=True)["state_dict"], plain)
+    args = (plain, *ARCH, "--onnx", "--int8", "--calibrate", samples, "--keep-slower", "--out", tmp_path / "out")
+    refused = invoke("export", *args)
+    assert refused.exit_code == 2 and "--preprocess" in refused.output, refused.output
+    flag = "resize=32x32,resize_mode=exact,crop=none,mean=0.5/0.5/0.5,std=0.5/0.5/0.5"
+    result = invoke("export", *args, "--preprocess", flag, "--json")
+    assert result.exit_code == 0, result.output[-2000:]
+    manifest = Manifest.read(tmp_path / "out" / "plain")
+    assert manifest.preprocess == SPEC and manifest.artifact("onnx_int8").parity.passed
 
 
 def test_parity_rechecks_int8_on_its_held_back_inputs(exports: dict[str, tuple[Path, dict]]) -> None:
@@ -164,7 +216,9 @@ def test_published_int8_is_served_behind_the_pipeline(
     folder, _ = exports["digits"]
     published = invoke("publish", folder, "--repo", repo, "--json")
     assert published.exit_code == 0, published.output
-    assert (repo / "digits_onnx_int8" / "config.pbtxt").is_file()
+    config = (repo / "digits_onnx_int8" / "config.pbtxt").read_text()
+    kind = Manifest.read(folder).artifact("onnx_int8").details.target_cpu
+    assert f'key: "modelship.int8_cpu"\n  value {{\n    string_value: "{kind}: static QDQ' in config, config
     ensemble = (repo / "digits_pipeline" / "config.pbtxt").read_text()
     assert 'model_name: "digits_onnx_int8"' in ensemble, ensemble
     samples = sorted(digits[1].iterdir())[:4]
@@ -205,6 +259,49 @@ def test_minilm_int8_is_served_behind_its_pipeline(minilm: tuple[Path, dict], tm
     assert pipeline.exit_code == 0, pipeline.output[-2000:]
     reports = {r["candidate"]: r for r in json.loads(pipeline.stdout)["reports"]}
     assert reports["triton:minilm_pipeline"]["passed"] and reports["onnx_int8"]["passed"], list(reports)
+
+
+def test_minilm_int8_answers_each_text_alike_in_every_batching_the_server_gives_it(
+    minilm: tuple[Path, dict], tmp_path: Path, report_figure: Callable[[str], None]
+) -> None:
+    """The export's 21 sentences and 12 extreme texts (33: more than the served max_batch_size of 16) sent through
+    minilm_pipeline alone, in requests of 16 that mix both, and concurrently so the dynamic batcher merges requests
+    of different lengths: every served embedding within the INT8 bar (cosine 0.99) of fp32 on the text alone, and
+    each text's answers across the batchings equal to float noise (its scales are its own)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from modelship.export.text_inputs import stress_texts
+    from modelship.preprocess.tokenizer import TextTokenizer, sentences
+    from modelship.serve.server import TritonServer
+
+    folder, _ = minilm
+    texts = [*sentences(), *stress_texts()]
+    manifest = Manifest.read(folder)
+    tokenizer = TextTokenizer(folder / manifest.tokenizer.file, manifest.tokenizer)
+    fp32 = make_session(folder / "model.onnx")
+    reference = np.concatenate([fp32.run(None, tokenizer.encode([text]))[0] for text in texts])
+    assert invoke("publish", folder, "--repo", tmp_path / "repo").exit_code == 0
+    with TritonServer(tmp_path / "repo") as server:
+
+        def ask(chunk: list[str]) -> np.ndarray:
+            with server.client() as client:
+                request = {"TEXT": np.array([[t.encode()] for t in chunk], dtype=object)}
+                return np.asarray(client.infer("minilm_pipeline", request, outputs=["embedding"])["embedding"])
+
+        alone = np.concatenate([ask([text]) for text in texts])
+        mixed = [texts[i::3] for i in range(3)]  # sentences and extreme texts in each request
+        order = [i for k in range(3) for i in range(k, len(texts), 3)]
+        batched = np.concatenate([ask(chunk) for chunk in mixed])[np.argsort(order)]
+        with ThreadPoolExecutor(8) as pool:
+            merged = np.concatenate(list(pool.map(ask, [texts[i : i + 4] for i in range(0, len(texts), 4)])))
+    worst = 1.0
+    for served in (alone, batched, merged):
+        cosine = (served * reference).sum(1) / np.linalg.norm(served, axis=1) / np.linalg.norm(reference, axis=1)
+        worst = min(worst, float(cosine.min()))
+        assert cosine.min() >= 0.99, cosine
+    spread = float(max(np.abs(alone - batched).max(), np.abs(alone - merged).max()))
+    report_figure(f"served MiniLM INT8, 33 texts in 3 batchings: worst cosine {worst:.4f}, spread {spread:.1e}")
+    assert spread < 1e-5, spread
 
 
 def test_calibration_stays_within_what_the_calibrators_can_hold() -> None:

@@ -23,6 +23,7 @@ from modelship.cli.loader_options import load_flags
 from modelship.cli.main import emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.cli.variant_flags import VariantFlagsCommand, chosen
+from modelship.contract.cpu_kinds import CpuKind
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
 from modelship.contract.jsonfile import JsonObject
 
@@ -45,6 +46,9 @@ class ExportFlags:
     fp16_keep: tuple[str, ...]
     calibrate: Path | None
     keep_slower: bool
+    int8_cpu: str | None
+    require_variants: bool
+    preprocess: str | None
     out: Path
     name: str | None
     opset: int | None
@@ -87,6 +91,8 @@ class ExportFlags:
             fp16_keep=tuple(self.fp16_keep),
             calibration=self.calibrate,
             keep_slower=self.keep_slower,
+            int8_cpu=CpuKind(self.int8_cpu) if self.int8_cpu else None,
+            require_variants=self.require_variants,
             opset=self.opset,
             exporter=self.exporter,
             trace=self.trace,
@@ -124,6 +130,32 @@ export_flags = flag_group(
             help="--int8: real inputs to calibrate on, run through the export's own preprocessing: a folder of "
             "images (a few hundred like production's; at least 10) or, for a text model, a file of lines. 1 in 5 "
             "is held back to judge the INT8 model. A text model without it is quantized dynamically.",
+        ),
+        click.option(
+            "--int8-cpu",
+            type=click.Choice([kind.value for kind in CpuKind]),
+            default=None,
+            help="--int8: the kind of x86 CPU the model will be served on. vnni (AVX-512 VNNI or AVX-VNNI): "
+            "full-range weights are judged too, often closer to fp32, and a variant using them holds on VNNI CPUs "
+            "only; avx2: 7-bit weights, which hold on any x86-64 CPU (on an AVX2 CPU full-range weights are judged "
+            "with their saturation). Default: this machine's kind. Recorded in the manifest and the published "
+            "config.",
+        ),
+        click.option(
+            "--require-variants",
+            is_flag=True,
+            help="Fail (exit 1, nothing written) when a variant asked for is declined: INT8 not accurate enough "
+            "after every try, or slower than fp32. Default: the verified artifacts are written and the decline "
+            "says why in one line (for CI that needs the variant).",
+        ),
+        click.option(
+            "--preprocess",
+            metavar="SPEC",
+            help="The model's image preprocessing, when neither the checkpoint nor its architecture knows it (a "
+            "factory's model): a JSON file, or key=value pairs such as resize=256,crop=224,mean=0.485/0.456/0.406"
+            ",std=0.229/0.224/0.225 (ImageNet's values are the defaults; docs/preprocess.md). It sizes the input, "
+            "calibrates --int8, feeds parity's --images and the published _pipeline. Wins over the checkpoint's "
+            "metadata and <ckpt>.json sidecar.",
         ),
         click.option(
             "--keep-slower",
@@ -211,24 +243,29 @@ def export_command(
     \b
     Writes OUT/NAME/: model.pt, model.fp16.pt, model.onnx, model.fp16.onnx, model.int8.onnx, manifest.json
     (provenance, I/O, parity figures, timings), golden.npz (inputs + eager outputs; golden.int8.npz for INT8) and
-    checkpoint.json. Nothing is written unless every artifact passes; an INT8 variant measured slower than fp32
-    here is left out (with the figure) unless --keep-slower.
+    checkpoint.json. Nothing is written unless every artifact passes; an INT8 variant that is not accurate enough
+    after every try, or measured slower than fp32 here (unless --keep-slower), is declined in one line with its
+    figures and the verified artifacts are written (--require-variants fails instead).
 
     \b
     Examples:
       export-model ckpt.pt --onnx --fp16
       export-model ckpt.pt --onnx --int8 --calibrate photos/
+      export-model lite0.pth --arch lite_factory:Lite0 --onnx --int8 --calibrate photos/ \\
+          --preprocess resize=256,crop=224
       export-model ckpt.pt --arch resnet50 --torchscript --trace
       export-model ./my-classifier --onnx --fp16
       export-model enc.pt --onnx --input input_ids:batch,sequence:int64:0..1000 \\
           --input attention_mask:batch,sequence:int64:0..2
     """
     from modelship.checkpoint import LoadReport, load_model
+    from modelship.contract.preprocessing import PreprocessSpec
     from modelship.export.run import refuse_existing, run_export
     from modelship.export.steps import Steps
 
     console = make_console(stderr=True)
     spec = flags.spec(load.checkpoint, tolerances)
+    preprocess = PreprocessSpec.from_option(flags.preprocess) if flags.preprocess is not None else None
     refuse_existing(spec.out_dir, spec.force)  # before the (possibly slow) load
     steps = Steps(ProgressListener(console))
     try:
@@ -250,7 +287,7 @@ def export_command(
             replace(spec, formats=choice.formats),
             source=_source(loaded, load.checkpoint),
             metadata=loaded.metadata,
-            preprocess=loaded.serving_spec(),
+            preprocess=preprocess or loaded.serving_spec(),
             sidecar=_sidecar(loaded, load.checkpoint),
             steps=steps,
             tokenizer=loaded.tokenizer,

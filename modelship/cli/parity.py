@@ -93,11 +93,9 @@ reference_flags = flag_group(
         ),
         click.option(
             "--preprocess",
-            "preprocess_file",
-            type=click.Path(path_type=Path, dir_okay=False),
-            metavar="FILE",
-            help="Serving preprocessing spec (JSON) for --images, instead of the manifest's (to test a candidate "
-            "spec).",
+            metavar="SPEC",
+            help="Serving preprocessing for --images, instead of the manifest's (to test a candidate spec): a JSON "
+            "file, or key=value pairs such as resize=256,crop=224,mean=0.5/0.5/0.5 (docs/preprocess.md).",
         ),
     ],
     _reference_choice,

@@ -13,9 +13,11 @@ import click
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option
 from modelship.cli.server_flags import repo_option
+from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind, held_only_on_vnni, this_cpu
 from modelship.contract.errors import ServeError, UsageError
 from modelship.contract.jsonfile import JsonObject
 from modelship.serve import repository
+from modelship.serve.client import TritonClient
 from modelship.serve.object_store import is_object_store
 from modelship.serve.ports import is_loopback
 from modelship.serve.restricted_api import API_KEY_HEADER
@@ -106,6 +108,7 @@ class ServeSummary:
     log_file: str | None
     production_command: str
     stock_dockerfile: str | None
+    cpu_warnings: list[str]  # INT8 models whose verdict holds on VNNI CPUs only, served on one without
 
     def to_dict(self) -> JsonObject:
         return {"ok": True, **asdict(self)}
@@ -223,6 +226,7 @@ def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> Se
     wanted = server.explicit_models
     with server.client() as client:
         index = [m for m in client.repository_index() if wanted is None or m.name in wanted]
+        warnings = _cpu_warnings(client, [m.name for m in index if m.ready])
     loaded = [ServedModel(m.name, m.version, m.state) for m in index if m.ready]
     failed = [FailedModel(m.name, m.reason or _log_reason(server, m.name)) for m in index if not m.ready]
     if failed and not loaded:
@@ -244,7 +248,21 @@ def _summary(server: TritonServer, flags: ServeFlags, restored: list[str]) -> Se
         log_file=None if server.verbose else str(server.log_file),
         production_command=production_command(server.repo, flags.http_port, flags.grpc_port, flags.metrics_port),
         stock_dockerfile=stock_dockerfile(m.name for m in loaded),
+        cpu_warnings=warnings,
     )
+
+
+def _cpu_warnings(client: TritonClient, names: list[str]) -> list[str]:
+    """One line per INT8 model made for VNNI CPUs (its published config says so) when this CPU has no VNNI."""
+    if this_cpu() is CpuKind.VNNI:
+        return []
+    notes = {name: client.model_config(name).get("parameters", {}).get(PARAM_INT8_CPU, {}) for name in names}
+    return [
+        f"{name}: made for VNNI CPUs and this one has none: its answers may miss its verdict here (re-export with "
+        "--int8-cpu avx2 for a variant that holds on any x86-64 CPU)"
+        for name, note in notes.items()
+        if held_only_on_vnni(str(note.get("string_value", "")))
+    ]
 
 
 def _log_reason(server: TritonServer, name: str) -> str:
@@ -265,6 +283,8 @@ def _print_summary(summary: ServeSummary) -> None:
         click.secho(f"    {model.name:<40} FAILED: {model.reason[:200]}", fg="red")
     for target in summary.restored:
         click.echo(f"  restored {target} (a publish was interrupted)")
+    for warning in summary.cpu_warnings:
+        click.secho(f"  warning: {warning}", fg="yellow")
     if summary.repository_api:
         api = summary.repository_api
         click.echo(f"  repository API: header {api.header} with the secret in {api.key_file}")

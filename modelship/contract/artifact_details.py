@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import ClassVar, TypeVar
 
+from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.registry import Registry
 
@@ -86,6 +87,10 @@ class ArtifactDetails:
     def lines(self) -> list[str]:
         """What the export's summary says of this artifact beyond its parity row (none by default)."""
         return []
+
+    def triton_parameters(self) -> dict[str, str]:
+        """What its published Triton config notes about it, as config parameters (none by default)."""
+        return {}
 
     def to_dict(self) -> JsonObject:
         return {"format": self.format, **asdict(self)}
@@ -211,7 +216,8 @@ class AotiDetails(ArtifactDetails):
 class Int8Try:
     """One INT8 quantization tried: its recipe, whether it passed on the held-back inputs, and why not: the first
     failures, on how many input sets, the lowest top-1 agreement of a classifier's output and the lowest cosine of
-    an output (how close it came, when it has them)."""
+    an output (how close it came, when it has them); `raised`: ONNX Runtime's quantizer failed on it (its failure
+    says why)."""
 
     recipe: str
     passed: bool
@@ -219,6 +225,7 @@ class Int8Try:
     failing_sets: int = 0
     cosine: float | None = None
     top1_agreement: float | None = None
+    raised: bool = False
 
     def closeness(self) -> tuple[bool, int, float, float]:
         """Sorts the closest try first: passing, then fewest failing sets, then the answers a user sees (top-1
@@ -243,13 +250,34 @@ class Int8Details(OnnxDetails):
     tries: list[Int8Try] = field(default_factory=list)
     choices: list[str] = field(default_factory=list)
     golden: str = ""
+    target_cpu: str = ""  # contract.cpu_kinds.CpuKind: where the export was told it will be served
+    judged_on: str = ""  # the CpuKind of the CPU it was judged and timed on
+    full_range_weights: bool = False  # weights in all 8 bits (else 7: they never saturate)
 
     def lines(self) -> list[str]:
         speed = ", ".join(f"{ratio:.2f}x fp32 at {batch}" for batch, ratio in self.speedups.items())
         lines = [f"{self.recipe}; {speed} (ONNX Runtime, this CPU)", f"calibration {self.calibration}"]
         if self.kept_float:
             lines.append(f"kept float: {', '.join(self.kept_float)}")
+        if self.target_cpu:
+            lines.append(f"made for {CpuKind(self.target_cpu).title}: {self.holds_on()}")
         return lines
+
+    def vnni_only(self) -> bool:
+        """Full-range weights judged on a VNNI CPU: on an AVX2 CPU they saturate, and the verdict does not hold."""
+        return self.full_range_weights and self.judged_on == CpuKind.VNNI
+
+    def holds_on(self) -> str:
+        if self.vnni_only():
+            return "its verdict holds on VNNI CPUs only (full-range weights saturate on AVX2)"
+        if self.full_range_weights:
+            return "its verdict holds on any x86-64 CPU (judged with AVX2's saturation, which VNNI does not have)"
+        return "its verdict holds on any x86-64 CPU (7-bit weights never saturate)"
+
+    def triton_parameters(self) -> dict[str, str]:
+        if not self.target_cpu:
+            return {}
+        return {PARAM_INT8_CPU: f"{CpuKind(self.target_cpu).value}: {self.recipe}; {self.holds_on()}"}
 
     @classmethod
     def _typed(cls, values: JsonObject) -> JsonObject:

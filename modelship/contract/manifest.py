@@ -145,13 +145,22 @@ class Artifact:
 
 @dataclass(frozen=True)
 class Declined:
-    """A variant asked for that the export did not write, and why (INT8 measured slower than fp32 here)."""
+    """A variant asked for that the export did not write, why in one line (INT8 measured slower than fp32 here, or
+    not accurate enough after every try, with the closest figures), and what its exporter recorded on the way."""
 
     name: str
     reason: str
+    details: ArtifactDetails | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "reason": self.reason}
+    def to_dict(self) -> JsonObject:
+        data: JsonObject = {"name": self.name, "reason": self.reason}
+        return data | ({"details": self.details.to_dict()} if self.details is not None else {})
+
+    @classmethod
+    def from_dict(cls, data: JsonObject) -> Declined:
+        details = data.get("details")
+        typed = details_for(str(details.get("format", "")), details, str(data["name"])) if details else None
+        return cls(str(data["name"]), str(data["reason"]), typed)
 
 
 @dataclass
@@ -236,7 +245,7 @@ class Manifest:
             score_threshold=data.get("score_threshold"),
             golden=data.get("golden"),
             timings=[StepTiming.from_dict(t) for t in data.get("timings", [])],
-            declined=[Declined(**d) for d in data.get("declined", [])],
+            declined=[Declined.from_dict(d) for d in data.get("declined", [])],
             tool_version=data.get("tool_version", ""),
             created=data.get("created", ""),
             schema_version=version,

@@ -1,6 +1,7 @@
 """PreprocessSpec: everything needed to turn an image into a model input, as a typed, serialisable value.
 
-The manifest stores `spec.to_dict()`; `PreprocessSpec.read(path)` reads the JSON file given to `--preprocess`.
+The manifest stores `spec.to_dict()`; `PreprocessSpec.from_option(value)` reads what `--preprocess` is given: a JSON
+file of those fields (`read`), or `key=value` pairs (`parse`, e.g. `resize=256,crop=224`).
 Order of operations (torchvision's Resize -> CenterCrop -> ToTensor -> Normalize): resize, center crop, divide by
 `1 / scale`, subtract `mean`, divide by `std` (mean/std in RGB order), reorder channels, lay out, cast.
 """
@@ -137,6 +138,53 @@ class PreprocessSpec:
 
     def write(self, path: Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def parse(cls, text: str) -> PreprocessSpec:
+        """`key=value` pairs separated by commas (`resize=256,crop=224,mean=0.485/0.456/0.406`), the fields of
+        `to_dict()`, missing ones taking the defaults: sizes as `N` or `HxW`, three numbers with `/`, booleans
+        `true`/`false`, `scale` a number or a fraction (`1/255`)."""
+        defaults = {f.name: f.default for f in fields(cls)}
+        values: JsonObject = {}
+        for pair in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = (part.strip() for part in pair.partition("="))
+            if not sep or key not in defaults:
+                known = ", ".join(defaults)
+                raise PreprocessError(
+                    f"preprocess {pair!r}: expected key=value with a known key", hint=f"keys: {known}"
+                )
+            values[key] = _parsed(key, value, defaults[key])
+        return cls.from_dict(values)
+
+    @classmethod
+    def from_option(cls, value: str) -> PreprocessSpec:
+        """A command-line value: the path of a JSON file (`read`), else `key=value` pairs (`parse`)."""
+        return cls.read(Path(value)) if value.endswith(".json") or Path(value).is_file() else cls.parse(value)
+
+
+def _parsed(key: str, text: str, default: Any) -> Any:
+    """One `key=value` value, read as the field's default is typed (sizes: N or HxW; RGB triples: a/b/c)."""
+    try:
+        if key in ("resize", "crop"):
+            if text.lower() == "none":
+                return None
+            sizes = [int(v) for v in text.lower().split("x")]
+            return sizes[0] if len(sizes) == 1 else sizes
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false"):
+                raise ValueError(text)
+            return text.lower() == "true"
+        if isinstance(default, tuple):
+            return [float(v) for v in text.split("/")]
+        if isinstance(default, float):
+            numerator, _, denominator = text.partition("/")
+            return float(numerator) / float(denominator or 1)
+    except (ValueError, ZeroDivisionError):
+        raise PreprocessError(
+            f"preprocess {key}={text!r} is not a valid value",
+            hint="sizes: N or HxW; mean/std: three numbers a/b/c; booleans: true or false; scale: e.g. 1/255",
+        ) from None
+    return text
 
 
 def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
