@@ -80,7 +80,7 @@ test-heavy: setup
 
 ## make journey: modelship as users get it: its wheel installed with its dependencies into a fresh virtual environment,
 ## then from an empty folder a classifier, a segmenter, a detector and a text folder exported, published, served and
-## asked through their _pipeline (.ci/journey; about 6 minutes, most of it the install)
+## asked through their _pipeline (.ci/journey; about 4 minutes, half of it the install)
 journey: setup
 	.ci/journey
 

@@ -68,7 +68,8 @@ class Int8Recipe:
             acts = "U8S8" if self.activations == "uint8" else "S8S8"
             text = f"static QDQ {acts}, {'per-channel' if self.per_channel else 'per-tensor'}, {self.method}"
         text += f", {'7-bit weights, ' if self.reduce_range else ''}{'/'.join(self.ops)}"
-        return text + (f", {len(self.excluded)} nodes float" if self.excluded else "")
+        count = len(self.excluded)
+        return text + (f", {count} node{'s' if count > 1 else ''} float" if count else "")
 
     def excluding(self, nodes: Sequence[str]) -> Int8Recipe:
         return replace(self, excluded=tuple(dict.fromkeys((*self.excluded, *nodes))))
@@ -132,7 +133,9 @@ def quantize(
     try:
         with quiet():
             return _quantize(fp32, out, recipe, calibration, list(only))
-    except (ValueError, RuntimeError, KeyError, IndexError) as exc:  # the quantizer's own failures, one line
+    except ExportError:
+        raise
+    except Exception as exc:  # whatever ONNX Runtime's quantizer raises on a graph: one failed recipe, one line
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ExportError(
             f"ONNX Runtime's quantizer failed on this graph with {recipe.describe()}: {reason}",

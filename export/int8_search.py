@@ -145,9 +145,11 @@ def decline(done: Search, speedups: dict[str, float], keep_slower: bool) -> str 
         return f"{NAME} not written: ONNX Runtime's quantizer failed on every recipe tried ({first})"
     if not done.passed:
         best = done.chosen.record
-        figures = ", ".join(
-            [*(best.failures[:1]), *(f"{label} {value:.4f}" for label, value in _closeness_figures(best))]
-        )
+        first = best.failures[:1]
+        shown = [
+            f"{label} {value:.4f}" for label, value in _closeness_figures(best) if not any(label in f for f in first)
+        ]
+        figures = ", ".join([*first, *shown])
         return (
             f"{NAME} not written: not accurate enough on the held-back inputs after {len(done.tries)} tries; the "
             f"closest, {best.recipe}: {figures}"

@@ -181,7 +181,7 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
     speed_inputs = _speed_inputs(verification.inputs, io, max(build.spec.batch_sizes))
     with build.steps("time int8 recipes", "onnx_int8"):
         candidates = _ranked_recipes(prepared, fp32, out, calibration, speed_inputs, why, source.ops, source.smoothed)
-    candidates, pair = _judged_recipes(candidates, ranges)
+    candidates, pair = _judged_recipes(candidates, ranges, build.spec.keep_slower, why)
     same_shapes = len({_shapes(c) for c in calibration}) == 1  # histograms of images of one size only
     done = search(candidates, pair, attempt, rank, percentile=same_shapes)
     why.extend(done.why)
@@ -211,12 +211,25 @@ def build_int8(build: Build, fp32: Path, io: IOSpec, out: Path) -> Int8Result:
     return Int8Result(done, details, verification, decline(done, speedups, build.spec.keep_slower))
 
 
-def _judged_recipes(timed: list[Int8Recipe], ranges: tuple[bool, ...]) -> tuple[list[Int8Recipe], int]:
+def _judged_recipes(
+    timed: list[tuple[float, Int8Recipe]], ranges: tuple[bool, ...], keep_slower: bool, why: list[str]
+) -> tuple[list[Int8Recipe], int]:
     """The recipes judged, in order, and how many of the first are all judged (the closest passing kept): the
-    faster's weights per-channel and (static) per-tensor, in each weight range judged, then the others."""
-    first = [timed[0]] + ([replace(timed[0], per_channel=False)] if timed[0].mode == "static" else [])
+    faster's weights per-channel and (static) per-tensor, in each weight range judged, then the others, except
+    those measured slower than fp32 (they could not ship: their tries go to keeping nodes float instead)."""
+    fastest = timed[0][1]
+    first = [fastest] + ([replace(fastest, per_channel=False)] if fastest.mode == "static" else [])
     first = [replace(recipe, reduce_range=r) for r in ranges for recipe in first]
-    return [*first, *timed[1:]], len(first)
+    slower = [(ratio, recipe) for ratio, recipe in timed[1:] if 0 < ratio < 1 and not keep_slower]
+    if slower:
+        shown = ", ".join(f"{_timed_part(r)} ({ratio:.2f}x)" for ratio, r in slower)
+        why.append(f"not judged, slower than fp32 here: {shown} (--keep-slower judges it)")
+    return [*first, *(r for ratio, r in timed[1:] if (ratio, r) not in slower)], len(first)
+
+
+def _timed_part(recipe: Int8Recipe) -> str:
+    """The part of a recipe's description the timed recipes differ in: static activations, dynamic weights."""
+    return recipe.describe().split(", ")[0 if recipe.mode == "static" else 2]
 
 
 def _ranked_recipes(
@@ -228,9 +241,9 @@ def _ranked_recipes(
     why: list[str],
     ops: tuple[str, ...],
     smoothed: bool,
-) -> list[Int8Recipe]:
-    """Both recipes of the mode for the op types `ops`, the faster on this CPU first (each quantized from `source`
-    and timed against the fp32 artifact at the largest batch)."""
+) -> list[tuple[float, Int8Recipe]]:
+    """Both recipes of the mode for the op types `ops` with their speed against the fp32 artifact at the largest
+    batch (0: the quantizer failed on it), the faster on this CPU first (each quantized from `source`)."""
     if not calibration:
         options = [
             Int8Recipe(mode="dynamic", per_channel=pc, ops=ops) for pc in ((True,) if smoothed else (False, True))
@@ -254,13 +267,10 @@ def _ranked_recipes(
             continue
         timed.append((baseline / seconds_per_run(out, speed_inputs[batch]), recipe))
     timed.sort(key=lambda pair: -pair[0])
-    figures = ", ".join(
-        f"{r.describe().split(', ')[0 if r.mode == 'static' else 1]} " + (f"{s:.2f}x" if s else "failed to quantize")
-        for s, r in timed
-    )
+    figures = ", ".join(f"{_timed_part(r)} " + (f"{s:.2f}x" if s else "failed to quantize") for s, r in timed)
     first = "; the faster is judged first" if len(timed) > 1 else ""
     why.append(f"{what} timed against fp32 at batch {batch}: {figures}{first}")
-    return [recipe for _, recipe in timed]
+    return timed
 
 
 def _node_ranking(quantized: Quantized, source: Path, sets: Sequence[Tensors]) -> tuple[dict[str, float], str]:

@@ -37,7 +37,15 @@ from modelship.contract.manifest import Artifact, Declined, ExportFile, Manifest
 from modelship.contract.opsets import resolve_opset, runtime_target
 from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.contract.staging import StagedChanges, commit, staging_folder, sweep, writable_parent
+from modelship.contract.staging import (
+    StagedChanges,
+    commit,
+    missing_parents,
+    remove_if_empty,
+    staging_folder,
+    sweep,
+    writable_parent,
+)
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.build import Build, BuiltArtifact, Finish, Verification, make_verification
 from modelship.export.formats import exporters_for
@@ -109,6 +117,7 @@ def run_export(
     )
     example = torch_inputs(io, base_sizes(resolved), spec.seed)
 
+    created = missing_parents(dest)  # removed again when the export fails: nothing half-written, not even --out
     sweep(writable_parent(dest, "the export"))
     staging = staging_folder(dest.parent, spec.name)
     # TorchScript verifications run on a second thread while the other formats export: the eager half forward
@@ -189,6 +198,7 @@ def run_export(
     finally:
         background.shutdown(cancel_futures=True)  # on a failure, verifications not started are dropped
         shutil.rmtree(staging, ignore_errors=True)
+        remove_if_empty(created)
     return ExportResult(manifest, dest, reports, steps.timings)
 
 

@@ -133,11 +133,12 @@ def test_an_int8_variant_never_accurate_enough_is_declined_and_the_verified_arti
     manifest = Manifest.read(tmp_path / "out" / "digits")
     assert [a.name for a in manifest.artifacts] == ["onnx"] and not (tmp_path / "out/digits/model.int8.onnx").exists()
     (declined,) = manifest.declined
-    assert declined.reason.startswith("onnx_int8 not written: not accurate enough on the held-back inputs after 8")
-    assert "the closest, static QDQ" in declined.reason and "cosine" in declined.reason
-    assert declined.reason in result.output and len(declined.details.tries) == 8
+    tries = declined.details.tries
+    assert declined.reason.startswith(f"onnx_int8 not written: not accurate enough on the held-back inputs after "
+                                      f"{len(tries)} tries; the closest, static QDQ")  # fmt: skip
+    assert "cosine" in declined.reason and declined.reason in result.output and 4 <= len(tries) <= 8
     required = invoke("export", *args, "--require-variants", "--out", tmp_path / "strict", "--json")
-    assert required.exit_code == 1 and not (tmp_path / "strict" / "digits").exists()
+    assert required.exit_code == 1 and not (tmp_path / "strict").exists()  # not even the --out it made
     payload = json.loads(required.stdout)
     assert not payload["ok"] and "not accurate enough" in payload["error"]
 

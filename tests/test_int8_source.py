@@ -11,7 +11,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from modelship.export.int8 import Int8Recipe, output_errors, quantize
+from modelship.export.int8 import ActivationScale, Int8Recipe, output_errors, quantize
 from modelship.export.int8_smooth import smooth
 
 HIDDEN = 16
@@ -83,7 +83,7 @@ def test_each_quantized_node_is_ranked_by_what_it_alone_does_to_the_answer(tmp_p
     )
     source, quantized = tmp_path / "two.onnx", tmp_path / "two.int8.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), str(source))
-    recipe = Int8Recipe(mode="dynamic", ops=("MatMul",))
+    recipe = Int8Recipe(mode="dynamic", ops=("MatMul",), scale=ActivationScale.TENSOR)  # one scale per batch
     quantize(source, quantized, recipe, [])
     sets = [{"x": rng.normal(size=(8, HIDDEN)).astype(np.float32)}]
     errors = output_errors(source, quantized, recipe, sets, tmp_path / "alone.onnx")

@@ -6,7 +6,8 @@ nothing but the flags shown and the network off, published, served, and each `_p
   scores nearly tie, so NMS and the count cut may resolve a tie the other way in another runtime: the fp32 exports
   pass with such differences counted as tie flips in the report, never as moved boxes.
 - An FCN-ResNet50 trained with 5 classes and an auxiliary head, given `--arch fcn_resnet50` alone: the head's
-  class count and the auxiliary head are read off the weights.
+  class count and the auxiliary head are read off the weights, and the model without its auxiliary head scripts
+  (TorchScript and ONNX both exported).
 
 Heavy: three ResNet/MobileNet exports and one server, about four minutes on two cores."""
 
@@ -49,7 +50,7 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, d
     root = tmp_path_factory.mktemp("untrained")
     checkpoints = {arch: (early_training_checkpoint(root, arch, n), flags) for arch, (n, flags) in CASES.items()}
     fcn = segmenter_checkpoint(root, "fcn_resnet50", num_classes=5, aux_loss=True)
-    checkpoints["fcn_resnet50"] = (fcn, ("--arch", "fcn_resnet50", "--onnx"))
+    checkpoints["fcn_resnet50"] = (fcn, ("--arch", "fcn_resnet50", "--torchscript", "--onnx"))
     done = {}
     for name, (checkpoint, flags) in checkpoints.items():
         result = offline(*EXPORT_MODEL, checkpoint, *flags, "--out", root / "exports", "--json", cwd=root)
@@ -75,6 +76,7 @@ def test_untrained_detector_heads_pass_fp32_with_tie_flips_counted(exports: dict
 def test_the_fcn_reads_its_head_off_the_weights(exports: dict[str, tuple[Path, dict]]) -> None:
     folder, payload = exports["fcn_resnet50"]
     assert payload["source"]["arch_kwargs"] == {"num_classes": 5, "aux_loss": True}
+    assert [a["name"] for a in payload["artifacts"]] == ["torchscript", "onnx"]
     notes = " ".join(json.loads((folder / "checkpoint.json").read_text())["load_report"]["notes"])
     assert "num_classes" in notes and "aux_loss" in notes, notes
 

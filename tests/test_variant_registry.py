@@ -102,6 +102,7 @@ def test_precision_options_refuse_what_cannot_be(checkpoint: Path, tmp_path: Pat
         ("--torchscript", "--int8"): "--int8: TorchScript has no int8 variant (int8 is written for ONNX)",
         ("--onnx", "--calibrate", str(tmp_path)): "--calibrate needs --int8",
         ("--onnx", "--keep-slower"): "--keep-slower needs --int8",
+        ("--onnx", "--int8-cpu", "vnni"): "--int8-cpu needs --int8",
         ("--onnx", "--fp16-io"): "--fp16-io needs --fp16",
     }
     for flags, message in cases.items():

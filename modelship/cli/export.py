@@ -263,7 +263,7 @@ def export_command(
     from modelship.export.run import refuse_existing, run_export
     from modelship.export.steps import Steps
 
-    console = make_console(stderr=True)
+    console = make_console(stderr=True, soft_wrap=True)  # a progress line stays one line in a log
     spec = flags.spec(load.checkpoint, tolerances)
     preprocess = PreprocessSpec.from_option(flags.preprocess) if flags.preprocess is not None else None
     refuse_existing(spec.out_dir, spec.force)  # before the (possibly slow) load

@@ -58,6 +58,18 @@ def staging_folder(parent: Path, name: str, suffix: str = "staging") -> Path:
     return folder
 
 
+def missing_parents(folder: Path) -> list[Path]:
+    """`folder`'s ancestors that do not exist yet, the deepest first (what `writable_parent` will create)."""
+    return [p for p in folder.resolve().parents if not p.exists()]
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each of `folders` (the deepest first) that is empty: what a failed command created and left nothing in."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def writable_parent(folder: Path, what: str) -> Path:
     """Create `folder`'s parent if needed; ExportError naming it when the filesystem refuses."""
     try:
