@@ -148,10 +148,10 @@ def _parameters_on_meta() -> Iterator[None]:
     tensors, which the meta device context cannot run, e.g. torchvision's RegNet)."""
     original = nn.Module.register_parameter
 
-    def register(module: nn.Module, name: str, param: nn.Parameter | None) -> None:
-        original(module, name, param)
+    def register(self: nn.Module, name: str, param: nn.Parameter | None) -> None:
+        original(self, name, param)
         if param is not None:
-            module._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+            self._parameters[name] = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
 
     nn.Module.register_parameter = register  # type: ignore[method-assign]
     try:

@@ -40,7 +40,7 @@ from modelship.contract.tokenizer import TokenizerSource
 
 @dataclass
 class LoadOptions:
-    """How to load a checkpoint; built from the CLI by `load_options_from` (export/commands/loader_options.py)."""
+    """How to load a checkpoint; built from the CLI by `load_flags` (modelship/cli/loader_options.py)."""
 
     checkpoint: Path
     arch: str | None = None  # torchvision name "resnet50", "timm/NAME", or "pkg.module:Factory"
@@ -134,6 +134,7 @@ def _load(options: LoadOptions, report: LoadReport, progress: Callable[[int, int
 
     use_pickled = raw.trusted_module is not None and not options.arch
     model = raw.trusted_module if use_pickled else build_model(choice.arch, choice.arch_kwargs)
+    assert model is not None  # use_pickled: the checkpoint holds a trusted module
     try:
         aligned = _align(state_dict, model, key_map, options, report, path)
     except KeyMappingError:

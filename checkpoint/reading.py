@@ -30,7 +30,7 @@ EMA_KEYS = ("state_dict_ema", "model_ema", "ema")  # timm's order; EMA wins when
 # Classes that training scripts put beside the weights and that rebuild from plain data without running code.
 DATA_ONLY_GLOBALS: list[Any] = [
     argparse.Namespace,  # timm's train.py saves its args
-    np.core.multiarray.scalar,  # numpy floats/ints logged as metrics
+    np.core.multiarray.scalar,  # type: ignore[attr-defined]  # numpy floats/ints logged as metrics (stubs: no np.core)
     np.dtype,
     *{type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDG"},
 ]

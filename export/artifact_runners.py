@@ -18,8 +18,8 @@ Loader = Callable[[Path, Artifact, bool], Runner]
 ARTIFACT_RUNNERS: Registry[Loader] = Registry("artifact runner")
 
 
-def register_artifact_runner(artifact_format: str, loader: Loader) -> Loader:
-    return ARTIFACT_RUNNERS.add(artifact_format, loader)
+def register_artifact_runner(artifact_format: str, loader: Loader, *, replace: bool = False) -> Loader:
+    return ARTIFACT_RUNNERS.add(artifact_format, loader, replace=replace)
 
 
 @contextlib.contextmanager

@@ -21,9 +21,10 @@ from modelship.contract.manifest import Declined
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.io_resolve import ResolvedInputs, base_sizes
+from modelship.export.plan import ExportPlan
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
-from modelship.export.text_inputs import TextSets, check_padding
+from modelship.export.text_inputs import TextSets, check_padding, text_input_sets
 from modelship.parity import (
     ParityReport,
     Runner,
@@ -61,6 +62,12 @@ class Verification:
     def judge(self, runner: Runner, tolerance: ToleranceConfig) -> ParityReport:
         """`runner` on every input set, judged against the eager results."""
         return judge_runner(self.eager, runner, self.inputs, self.labels, tolerance, self.kinds)
+
+
+def reference_outputs(plan: ExportPlan) -> Verification:
+    """The export's verification: its seeded sets (and a text model's sentences) and eager's outputs on them."""
+    texts = text_input_sets(plan.tokenizer, plan.spec.batch_sizes) if plan.tokenizer is not None else None
+    return make_verification(plan.model, plan.io, plan.resolved, plan.spec, plan.task.output_kinds(plan.io), texts)
 
 
 def make_verification(
@@ -128,30 +135,75 @@ class Started:
     finish: Finish
 
 
-@dataclass
-class Build:
-    """What every artifact step shares: the model, its I/O, the seeded example and eager reference, the staging
-    folder and step timer, the ONNX target, a thread for verifications that overlap the next export, and what the
-    model's inputs come from (its preprocessing spec, a text model's tokenizer). Read only: a step returns what it
-    made."""
+@dataclass(frozen=True)
+class Workspace:
+    """Where an export's artifacts are written and timed: the staging folder (moved into place at the end), the
+    step timer, and a thread for verifications that overlap the next export (TorchScript's)."""
 
-    model: nn.Module
-    spec: ExportSpec
-    io: IOSpec
-    example: tuple[torch.Tensor, ...]
-    verification: Verification
     staging: Path
     steps: Steps
-    opset: int
-    target: Any
-    provenance: dict[str, str]
-    background: ThreadPoolExecutor  # verifications that can run while the next format exports (TorchScript's)
-    task: Task
-    preprocess: PreprocessSpec | None = None
-    tokenizer: TokenizerSource | None = None
+    background: ThreadPoolExecutor
 
     def path(self, name: str) -> Path:
+        """The file of artifact `name` in the staging folder."""
         return self.staging / EXPORT_FILES[name]
+
+    def file(self, name: str) -> Path:
+        """A file beside the artifacts in the staging folder."""
+        return self.staging / name
+
+
+@dataclass(frozen=True)
+class Build:
+    """What every artifact step reads, frozen: the plan (export.plan: model, spec, I/O, task, example, ONNX
+    target), the eager reference every artifact is judged against, and the workspace it writes into. A step returns
+    what it made (`Started`, `BuiltArtifact`, `Declined`) and changes none of it."""
+
+    plan: ExportPlan
+    verification: Verification
+    workspace: Workspace
+
+    @property
+    def model(self) -> nn.Module:
+        return self.plan.model
+
+    @property
+    def spec(self) -> ExportSpec:
+        return self.plan.spec
+
+    @property
+    def io(self) -> IOSpec:
+        return self.plan.io
+
+    @property
+    def example(self) -> tuple[torch.Tensor, ...]:
+        return self.plan.example
+
+    @property
+    def task(self) -> Task:
+        return self.plan.task
+
+    @property
+    def preprocess(self) -> PreprocessSpec | None:
+        return self.plan.preprocess
+
+    @property
+    def tokenizer(self) -> TokenizerSource | None:
+        return self.plan.tokenizer
+
+    @property
+    def steps(self) -> Steps:
+        return self.workspace.steps
+
+    @property
+    def background(self) -> ThreadPoolExecutor:
+        return self.workspace.background
+
+    def path(self, name: str) -> Path:
+        return self.workspace.path(name)
+
+    def file(self, name: str) -> Path:
+        return self.workspace.file(name)
 
     def verify(self, name: str, runner: Runner, precision: str) -> ParityReport:
         """`runner` against the eager reference, timed as the step "verify <name>"."""
@@ -160,10 +212,6 @@ class Build:
 
     def verify_with(self, runner: Runner, precision: str) -> ParityReport:
         return self.verification.judge(runner, self.spec.tolerance(precision))
-
-    def file(self, name: str) -> Path:
-        """A file beside the artifacts in the staging folder."""
-        return self.staging / name
 
 
 def float_io(io: IOSpec, dtype: str, *, inputs: bool, outputs: bool) -> IOSpec:

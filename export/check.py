@@ -28,7 +28,7 @@ from modelship.parity import ParityReport, ToleranceOverrides
 from modelship.parity.engine import candidate_error
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
 from modelship.parity.localize import Explanation
-from modelship.parity.runner_protocol import Runner
+from modelship.parity.runner_protocol import Runner, SetKind
 from modelship.parity.text_sets import Tokenize
 from modelship.tasks import Task, get_task
 
@@ -136,7 +136,9 @@ def check_export(request: CheckRequest, status: Status = lambda _: contextlib.nu
                 reports.append(_unchecked(reference.name, extra.runner.name, candidate_error(exc)))
                 continue
             runner = (
-                extra.runner if takes != "tensors" else _serving(extra.runner, serving, tokenize, manifest.io, task)
+                extra.runner
+                if takes is not SetKind.TENSORS
+                else _serving(extra.runner, serving, tokenize, manifest.io, task)
             )
             served = manifest.artifact(extra.artifact) if extra.artifact else None
             judged_by = own_reference(reference, served, folder, manifest) if served else reference
@@ -187,9 +189,14 @@ def _explain(
         if artifact is None or artifact.name in changed:
             continue
         sets = sets_of[artifact.name]
-        index = report.first_failed_set(lambda i, sets=sets: IMAGES not in sets[i])
+        index = report.first_failed_set(_random_set(sets))
         explained[artifact.name] = explain_artifact(folder, artifact, model, manifest.io, sets[index])
     return explained
+
+
+def _random_set(sets: list[Any]) -> Callable[[int], bool]:
+    """Whether the input set at an index is a random one (image sets go through preprocessing)."""
+    return lambda index: IMAGES not in sets[index]
 
 
 def _serving_spec(manifest: Manifest, preprocess: str | None) -> tuple[PreprocessSpec, str]:

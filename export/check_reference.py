@@ -16,7 +16,7 @@ from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity import RunResults, ToleranceConfig
 from modelship.parity.engine import judge_runner, reference_results
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
-from modelship.parity.runner_protocol import Runner, Tensors
+from modelship.parity.runner_protocol import Runner, SetKind, Tensors
 from modelship.parity.text_sets import TEXTS
 from modelship.tasks import get_task
 
@@ -68,10 +68,10 @@ class Reference:
         """`runner` run on the sets it takes (image files only, for a served pipeline) and judged; whatever it
         raises while running is its failed report (`run_sets`)."""
         takes = runner.takes
-        chosen = [i for i, inputs in enumerate(self.sets) if takes == "tensors" or takes in inputs]
+        chosen = [i for i, inputs in enumerate(self.sets) if takes is SetKind.TENSORS or takes in inputs]
         if not chosen:
-            flag = "--texts FILE" if takes == TEXTS else "--images DIR"
-            raise UsageError(f"{runner.name} takes {'texts' if takes == TEXTS else 'encoded images'}",
+            flag = "--texts FILE" if takes is SetKind.TEXTS else "--images DIR"
+            raise UsageError(f"{runner.name} takes {'texts' if takes is SetKind.TEXTS else 'encoded images'}",
                              hint=f"compare it with {flag}")  # fmt: skip
         sets, labels = [self.sets[i] for i in chosen], [self.labels[i] for i in chosen]
         expected = RunResults(self.name, [self.results.outputs[i] for i in chosen], self.results.seconds)

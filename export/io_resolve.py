@@ -232,8 +232,8 @@ def discover_outputs(model: nn.Module, resolved: ResolvedInputs) -> IOSpec:
                     follows = a == base[axis] and b == changed[axis]
                     axis_of.setdefault((name, i), axis if follows else f"{name}_{axis}")
     outputs = []
-    for name, (shape, dtype) in reference.items():
-        dims = tuple(axis_of.get((name, i), size) for i, size in enumerate(shape))
+    for name, (sizes, dtype) in reference.items():
+        dims: tuple[int | str, ...] = tuple(axis_of.get((name, i), size) for i, size in enumerate(sizes))
         outputs.append(TensorSpec(name, dims, dtype))
     return IOSpec(resolved.inputs, tuple(outputs))
 

@@ -8,6 +8,7 @@ from in `metadata_props`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -24,14 +25,13 @@ from google.protobuf.message import EncodeError
 from torch import nn
 
 from modelship.contract.artifact_details import OnnxDetails
-from modelship.contract.errors import ExportError, UsageError
+from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import sha256_file
-from modelship.contract.opsets import RuntimeTarget
+from modelship.contract.opsets import OnnxExporter, RuntimeTarget
 from modelship.export.torchscript import jit_deprecation_silenced
 
-EXPORTERS = ("dynamo", "legacy")
-DEFAULT_EXPORTER = "dynamo"  # unless the task's models need another (modelship.tasks: Task.onnx_exporter)
+DEFAULT_EXPORTER = OnnxExporter.DYNAMO  # unless the task's models need another (modelship.tasks: Task.onnx_exporter)
 LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
 PROTOBUF_LIMIT = 2**31 - 1
 EXTERNAL_FROM = int(PROTOBUF_LIMIT * 0.9)  # weights from this size go to a .data file: the graph needs room too
@@ -47,13 +47,11 @@ def export_onnx(
     *,
     opset: int,
     target: RuntimeTarget,
-    exporter: str = "dynamo",
+    exporter: OnnxExporter = OnnxExporter.DYNAMO,
     metadata: Mapping[str, str] | None = None,
 ) -> Exported:
     """Export `model` to `path` (checked, capped to the target, metadata set); details: exporter, opset,
     ir_version, nodes, external_data."""
-    if exporter not in EXPORTERS:
-        raise UsageError(f"unknown exporter {exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
     external = _parameter_bytes(model) >= EXTERNAL_FROM
     input_names = [t.name for t in io.inputs]
     placeholders = [f"{OUTPUT_PLACEHOLDER}{i}" for i in range(len(io.outputs))]  # named after the export
@@ -63,44 +61,62 @@ def export_onnx(
         "opset_version": opset,
         "external_data": external,
     }
-    if exporter == "dynamo":
+    dynamo = OnnxExporter(exporter) is OnnxExporter.DYNAMO
+    if dynamo:
         kwargs |= {"dynamo": True, "dynamic_shapes": dynamic_shapes(io), "verbose": False, "optimize": True}
     else:
         kwargs |= {"dynamo": False, "dynamic_axes": dynamic_axes(io, placeholders)}
     try:
-        with jit_deprecation_silenced(), warnings.catch_warnings():  # torchvision scripts box helpers when traced
-            # Explained noise only. Legacy: its deprecation notice (the user chose --exporter legacy) and a
-            # deprecated helper torch calls internally. Dynamo: inputs sharing an axis share one Dim, and torch
-            # says it skips renaming the duplicates (the axis keeps its name).
-            warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX", DeprecationWarning)
-            warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
-            warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
-            # torchvision's detectors build size tensors from tensors as they are traced (harmless: same values)
-            warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
-            # the detector wrapper's own torch.tensor calls: fixed sizes, and clip bounds as torchvision traces them
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"modelship\.checkpoint\.")
-            # transformers' checks and mask helpers branch on sizes as traced (a DETR's): the artifact is verified
-            # at other batch sizes and image sizes, which is where a trace that did not generalise would show
-            warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"transformers\.")
-            warnings.filterwarnings("ignore", "Exporting aten::index operator of advanced indexing", UserWarning)
-            proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=exporter == "dynamo")
+        with _exporters_noise_silenced():
+            proto = _run_exporter(model, example_inputs, path, kwargs, dynamo=dynamo)
     except Exception as exc:
-        system = _system_cause(exc)
-        if system is not None:  # the disk, not the exporter: another exporter would not help
-            raise system from exc
-        first = first_cause(str(exc))
-        raise ExportError(
-            f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first}",
-            hint="try --exporter legacy" if exporter == "dynamo" else "try --exporter dynamo",
-            details={"step": "onnx_export", "exporter": exporter},
-        ) from exc
+        raise _export_error(exc, exporter) from exc
     name_outputs(proto, dict(zip(placeholders, (t.name for t in io.outputs), strict=True)))
     versions = cap_versions(proto, target)
     declare_fixed_sizes(proto, io)
     set_metadata(proto, metadata or {})
     written = write_model(proto, path, external=external)
-    details = OnnxDetails(exporter=exporter, **versions, nodes=len(proto.graph.node), external_data=external)
+    details = OnnxDetails(
+        exporter=exporter,
+        opset=versions.opset,
+        ir_version=versions.ir_version,
+        exported_ir_version=versions.exported_ir_version,
+        nodes=len(proto.graph.node),
+        external_data=external,
+    )
     return Exported(proto, written, details)
+
+
+@contextlib.contextmanager
+def _exporters_noise_silenced() -> Iterator[None]:
+    """The exporters' explained noise silenced, nothing else. Legacy: its deprecation notice (the user chose
+    --exporter legacy) and a deprecated helper torch calls internally. Dynamo: inputs sharing an axis share one
+    Dim, and torch says it skips renaming the duplicates (the axis keeps its name). torchvision's detectors build
+    size tensors from tensors as they are traced (the same values); the detector wrapper's own torch.tensor calls
+    are fixed sizes and clip bounds; transformers' checks and mask helpers branch on sizes as traced (a DETR's): the
+    artifact is verified at other batch and image sizes, where a trace that did not generalise would show."""
+    with jit_deprecation_silenced(), warnings.catch_warnings():  # torchvision scripts box helpers when traced
+        warnings.filterwarnings("ignore", "You are using the legacy TorchScript-based ONNX", DeprecationWarning)
+        warnings.filterwarnings("ignore", "The feature will be removed", DeprecationWarning)
+        warnings.filterwarnings("ignore", r"# The axis name: \w+ will not be used", UserWarning)
+        warnings.filterwarnings("ignore", "To copy construct from a tensor", UserWarning)
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"modelship\.checkpoint\.")
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning, module=r"transformers\.")
+        warnings.filterwarnings("ignore", "Exporting aten::index operator of advanced indexing", UserWarning)
+        yield
+
+
+def _export_error(exc: Exception, exporter: OnnxExporter) -> Exception:
+    """What the user sees of an exporter's failure: the filesystem's own error (another exporter would not help),
+    else one line naming the exporter and the other one to try."""
+    system = _system_cause(exc)
+    if system is not None:
+        return system
+    return ExportError(
+        f"ONNX export ({exporter}) failed: {type(exc).__name__}: {first_cause(str(exc))}",
+        hint="try --exporter legacy" if exporter is OnnxExporter.DYNAMO else "try --exporter dynamo",
+        details={"step": "onnx_export", "exporter": exporter},
+    )
 
 
 @dataclass(frozen=True)
@@ -121,9 +137,11 @@ def _run_exporter(
         torch.onnx.export(model, example_inputs, str(path), **kwargs)
         return onnx.load(str(path))
     if dynamo:
-        return torch.onnx.export(model, example_inputs, **kwargs).model_proto
+        program = torch.onnx.export(model, example_inputs, **kwargs)
+        assert program is not None  # the dynamo exporter returns its ONNXProgram
+        return program.model_proto
     buffer = io.BytesIO()
-    torch.onnx.export(model, example_inputs, buffer, **kwargs)
+    torch.onnx.export(model, example_inputs, buffer, **kwargs)  # type: ignore[arg-type]  # a file object works
     return onnx.load_model_from_string(buffer.getvalue())
 
 
@@ -206,7 +224,16 @@ def dynamic_axes(io: IOSpec, output_names: list[str]) -> dict[str, dict[int, str
     return axes | {name: t.dynamic_axes for name, t in zip(output_names, io.outputs, strict=True) if t.dynamic_axes}
 
 
-def cap_versions(proto: onnx.ModelProto, target: RuntimeTarget) -> dict[str, int]:
+@dataclass(frozen=True)
+class Versions:
+    """The opset a graph uses, the IR version written, and the one its exporter stamped."""
+
+    opset: int
+    ir_version: int
+    exported_ir_version: int
+
+
+def cap_versions(proto: onnx.ModelProto, target: RuntimeTarget) -> Versions:
     """Lower `ir_version` to what the target loads (the exporter stamps its own newest); refuse an opset above it."""
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset > target.max_opset:
@@ -217,7 +244,7 @@ def cap_versions(proto: onnx.ModelProto, target: RuntimeTarget) -> dict[str, int
         )
     original_ir = proto.ir_version
     proto.ir_version = min(proto.ir_version, target.max_ir_version)
-    return {"opset": opset, "ir_version": proto.ir_version, "exported_ir_version": original_ir}
+    return Versions(opset, proto.ir_version, original_ir)
 
 
 def set_metadata(proto: onnx.ModelProto, metadata: Mapping[str, str]) -> None:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from modelship.checkpoint.families import family_of
 from modelship.contract.artifacts import default_formats as registered_defaults
-from modelship.contract.artifacts import format_title, formats_with
-from modelship.contract.cpu_kinds import CpuKind
+from modelship.contract.artifacts import format_title
 from modelship.contract.errors import UsageError
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.names import check_name
-from modelship.contract.opsets import DEFAULT_TRITON
+from modelship.contract.opsets import DEFAULT_TRITON, OnnxExporter
 from modelship.contract.precisions import get_precision, precision_names
 from modelship.export.io_resolve import InputOption, parse_input_option
-from modelship.export.onnx_export import EXPORTERS
+from modelship.export.precision.registry import VariantOptions, formats_with
 from modelship.parity.tolerance import ToleranceConfig
 from modelship.tasks import get_task
 
@@ -44,6 +44,7 @@ class FormatChoice:
     skipped: tuple[Skipped, ...] = ()
 
 
+Options = TypeVar("Options", bound=VariantOptions)
 UNSCRIPTABLE = Skipped("torchscript", "transformers models do not script", "--torchscript --trace exports it traced")
 
 
@@ -59,21 +60,17 @@ def default_formats(arch: str | None, trace: bool) -> FormatChoice:
 
 @dataclass(frozen=True)
 class ExportSpec:
-    """What to export and how to verify it. `precisions`: the variants asked for besides fp32 (contract.precisions:
-    "fp16", "int8"), written for every format in `formats` that has one. `tolerances` holds ToleranceConfig
-    overrides keyed by precision (`{"fp16": {"atol": 0.1}}`)."""
+    """What to export and how to verify it. `precisions`: the variants asked for besides fp32 (contract.precisions),
+    written for every format in `formats` that has one, each with its precision's `options` (defaults unless given).
+    `tolerances` holds ToleranceConfig overrides keyed by precision (`{"fp16": {"atol": 0.1}}`)."""
 
     out_dir: Path
     formats: tuple[str, ...] = field(default_factory=registered_defaults)
     precisions: tuple[str, ...] = ()
-    fp16_io: bool = False
-    fp16_keep: tuple[str, ...] = ()  # modules kept in fp32 in the fp16 variants (--fp16-keep)
-    calibration: Path | None = None  # INT8: the images or text lines to calibrate on (--calibrate)
-    keep_slower: bool = False  # INT8: written even when measured slower than fp32 (--keep-slower)
-    int8_cpu: CpuKind | None = None  # INT8: the kind of CPU it will be served on (--int8-cpu); None: this one's
+    options: tuple[VariantOptions, ...] = ()  # each precision's own options (export.precision.registry)
     require_variants: bool = False  # a variant asked for and declined fails the export (--require-variants)
     opset: int | None = None
-    exporter: str | None = None  # None: what the task's models need (detectors: legacy), else dynamo
+    exporter: OnnxExporter | None = None  # None: what the task's models need (detectors: legacy), else dynamo
     trace: bool = False
     input_options: tuple[InputOption | str, ...] = ()  # --input values, parsed here: refused before any loading
     dynamic: tuple[str, ...] = ()
@@ -89,10 +86,6 @@ class ExportSpec:
         object.__setattr__(self, "out_dir", Path(self.out_dir))
         object.__setattr__(self, "formats", tuple(dict.fromkeys(self.formats or registered_defaults())))
         object.__setattr__(self, "precisions", tuple(dict.fromkeys(self.precisions)))
-        if self.calibration is not None:
-            object.__setattr__(self, "calibration", Path(self.calibration))
-        if self.int8_cpu is not None:
-            object.__setattr__(self, "int8_cpu", CpuKind(self.int8_cpu))
         parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
         object.__setattr__(self, "input_options", parsed)
         from modelship.export.formats import export_formats
@@ -101,8 +94,11 @@ class ExportSpec:
         unknown = sorted(set(self.formats) - set(known))
         if unknown:
             raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(known)}")
-        if self.exporter is not None and self.exporter not in EXPORTERS:
-            raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {', '.join(EXPORTERS)}")
+        if self.exporter is not None:
+            if self.exporter not in set(OnnxExporter):
+                choices = ", ".join(OnnxExporter)
+                raise UsageError(f"unknown exporter {self.exporter!r}", hint=f"use one of {choices}")
+            object.__setattr__(self, "exporter", OnnxExporter(self.exporter))
         self._check_precisions()
         if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
             raise UsageError(f"batch sizes must be >= 1, got {self.batch_sizes}", hint="e.g. --batch-sizes 1,7")
@@ -131,15 +127,14 @@ class ExportSpec:
                     f"({name} is written for {titles})",
                     hint=" ".join(f"--{f}" for f in having) and f"add {' '.join(f'--{f}' for f in having)}",
                 )
-        for flag, given, needs in (
-            ("--fp16-io", self.fp16_io, "fp16"),
-            ("--fp16-keep", bool(self.fp16_keep), "fp16"),
-            ("--calibrate", self.calibration is not None, "int8"),
-            ("--keep-slower", self.keep_slower, "int8"),
-            ("--int8-cpu", self.int8_cpu is not None, "int8"),
-        ):
-            if given and needs not in self.precisions:
-                raise UsageError(f"{flag} needs --{needs}", hint=f"add --{needs}")
+        for options in self.options:
+            for flag in options.given():
+                if options.precision not in self.precisions:
+                    raise UsageError(f"{flag} needs --{options.precision}", hint=f"add --{options.precision}")
+
+    def options_for(self, kind: type[Options]) -> Options:
+        """The options of one precision (its class: Int8Options), its defaults when none were given."""
+        return next((o for o in self.options if isinstance(o, kind)), None) or kind()
 
     def tolerance(self, precision: str) -> ToleranceConfig:
         """The tolerances of `precision` for the export's task, the overrides applied, a detector's score threshold

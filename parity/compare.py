@@ -18,6 +18,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -26,9 +27,12 @@ from modelship.contract.registry import Registry
 from modelship.parity import metrics
 from modelship.parity.tolerance import Tolerance
 
+R = TypeVar("R", bound=OutputResult)  # what the function's compare, aggregate and missing return
+X = TypeVar("X")  # what compare and missing are given: one output's array, or (joint) every output of the set by name
+
 
 @dataclass(frozen=True)
-class CompareFunction:
+class CompareFunction(Generic[R, X]):
     """`compare(name, reference, candidate, tolerance)` judges one input set; `aggregate(results, tolerance)`
     pools an output's results over every set (worst case); `missing(name, reference, reason)` is the failed
     result of an output the candidate did not give or gave in another shape. A `joint` function's verdict spans
@@ -37,9 +41,9 @@ class CompareFunction:
 
     kind: str
     description: str
-    compare: Callable[[str, np.ndarray, np.ndarray, Tolerance], OutputResult]
-    aggregate: Callable[[Sequence[OutputResult], Tolerance], OutputResult]
-    missing: Callable[[str, np.ndarray, str], OutputResult]
+    compare: Callable[[str, X, X, Tolerance], R]
+    aggregate: Callable[[Sequence[R], Tolerance], R]
+    missing: Callable[[str, X, str], R]
     joint: bool = False
 
     def __post_init__(self) -> None:
@@ -47,15 +51,16 @@ class CompareFunction:
             raise ValueError(f"a compare kind is a plain name (letters, digits, _), got {self.kind!r}")
 
 
-COMPARE_FUNCTIONS: Registry[CompareFunction] = Registry("output kind")
+COMPARE_FUNCTIONS: Registry[CompareFunction[Any, Any]] = Registry("output kind")  # every kind's, whatever it takes
 
 
-def register_compare(function: CompareFunction) -> CompareFunction:
-    """Add a compare function under its kind; a second function for a kind already taken is refused."""
-    return COMPARE_FUNCTIONS.add(function.kind, function)
+def register_compare(function: CompareFunction[R, X], *, replace: bool = False) -> CompareFunction[R, X]:
+    """Add a compare function under its kind; a second function for a kind already taken is refused unless
+    `replace`."""
+    return COMPARE_FUNCTIONS.add(function.kind, function, replace=replace)
 
 
-def compare_function(kind: str) -> CompareFunction:
+def compare_function(kind: str) -> CompareFunction[Any, Any]:
     """The compare function of `kind`, or a UsageError naming the kinds there are."""
     return COMPARE_FUNCTIONS.find(kind)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from modelship.contract.errors import ParityError
+from modelship.contract.tensors import Tensors
 
 FORMAT_KEY = "modelship_golden_version"
 FORMAT_VERSION = 1
-Tensors = dict[str, np.ndarray]
 
 
 def save_golden(path: Path, inputs: list[Tensors], outputs: list[Tensors]) -> None:

@@ -28,13 +28,13 @@ from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.parity.batching import batch_limit
-from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
+from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind, Tensors
 
 if TYPE_CHECKING:  # the families import torch; this module stays light (the served runner imports it)
     from modelship.checkpoint.families import ReferenceTransform as TrainingTransform
     from modelship.tasks import Task
 
-IMAGES = "images"  # the input-set key holding image file paths
+IMAGES = SetKind.IMAGES.value  # the input-set key holding image file paths
 BOXES = DETECTION_OUTPUTS[0]  # a detector's boxes, put back on the photo where its preprocessing resizes
 # Model inputs from the two pipelines count as the same below this (torch vs numpy float32 arithmetic differs by
 # ~1e-7; one step of 8-bit pixel value after normalization is ~0.017).

@@ -3,7 +3,8 @@
 Eager module outputs (and inputs) are captured with forward hooks on one input set. For ONNX the graph tensor that
 closes each module's scope (the dynamo exporter's name scopes, or the legacy exporter's `/module/Op` node names) is
 exposed as an extra output on a copy of the graph, and compared with the module's eager output; fp16 artifacts are
-run as export.fp16_ranges.emulate_fp16 computes them, since a CPU run hides float16's range. For TorchScript each
+run as export.precision.fp16.ranges.emulate_fp16 computes them, since a CPU run hides float16's range; the graph's
+tensors are read through the one probe (parity.probe), with ONNX Runtime's graph optimisations off. For TorchScript each
 scripted submodule is replayed on the inputs eager PyTorch gave that module, so the culprit is the module whose own
 computation differs. The first diverging module in execution order (children finish before parents: the
 innermost) is the answer, with its error figures and the ops inside it.
@@ -11,7 +12,6 @@ innermost) is the answer, with its error figures and the ops inside it.
 
 from __future__ import annotations
 
-import copy
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +22,10 @@ import numpy as np
 
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.precisions import get_precision
-from modelship.parity.fp16_ranges import FP16_TINY, node_module, tensor_types
+from modelship.parity.onnx_graph import node_module, tensor_types
+from modelship.parity.probe import Probe
+
+FP16_TINY = float(np.finfo(np.float16).tiny)  # float16's smallest normal: an output entirely below it underflows
 
 
 @dataclass
@@ -184,9 +187,8 @@ def localize_onnx(
 ) -> Explanation:
     """Compare every module's eager output with the graph tensor that closes its scope in `proto` (an fp32
     graph, or the fp16 emulation), first divergence in execution order."""
-    import onnxruntime as ort
     import torch
-    from onnx import TensorProto, helper
+    from onnx import TensorProto
 
     args = [torch.from_numpy(np.ascontiguousarray(inputs[t.name])) for t in io.inputs]
     trace = eager_trace(model, args)
@@ -197,18 +199,7 @@ def localize_onnx(
         for m in trace.order
         if m not in trace.repeated | trace.selected and types.get(closing.get(m, "")) == TensorProto.FLOAT
     }
-    exposed = copy.deepcopy(proto)
-    present = {o.name for o in exposed.graph.output}
-    for tensor in dict.fromkeys(wanted.values()):
-        if tensor not in present:
-            exposed.graph.output.append(helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    feeds = {i.name: inputs[i.name].astype(np.float32 if i.type == "tensor(float)" else inputs[i.name].dtype)
-             for i in session.get_inputs()}  # fmt: skip
-    names = list(dict.fromkeys(wanted.values()))
-    values = dict(zip(names, session.run(names, feeds), strict=True))
+    values = Probe(proto, list(wanted.values())).run(inputs)
     folded = _folded_norms(model, trace.order, trace.outputs, closing)
 
     def pair(module: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -330,16 +321,3 @@ def _scope_outputs(proto: Any) -> tuple[dict[str, str], dict[str, list[str]]]:
             closing[scope] = node.output[0]
             ops.setdefault(scope, []).append(node.op_type)
     return closing, ops
-
-
-def minimal_keep(candidates: list[str], passes: Callable[[list[str]], bool], kept: Sequence[str] = ()) -> list[str]:
-    """A small subset S of `candidates` with passes(S + kept), by halving (each half is dropped when the rest
-    passes without it). Call only when passes(candidates + kept) holds."""
-    if passes(list(kept)):
-        return []
-    if len(candidates) <= 1:
-        return list(candidates)
-    half = len(candidates) // 2
-    first, second = candidates[:half], candidates[half:]
-    chosen = minimal_keep(first, passes, [*kept, *second])
-    return chosen + minimal_keep(second, passes, [*kept, *chosen])

@@ -7,12 +7,18 @@ tensors, or encoded image files for a served pipeline), the most rows it takes i
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-import numpy as np
+from modelship.contract.tensors import Tensors
 
-Tensors = dict[str, np.ndarray]
-TAKES = ("tensors", "images")  # what a runner's input sets hold: named arrays, or image files (`{"images": paths}`)
+
+class SetKind(StrEnum):
+    """What a runner's input sets hold; IMAGES and TEXTS are also the key of such a set's one entry."""
+
+    TENSORS = "tensors"  # named arrays
+    IMAGES = "images"  # encoded image files (`{"images": paths}`)
+    TEXTS = "texts"  # raw texts (`{"texts": strings}`)
 
 
 @runtime_checkable
@@ -25,7 +31,7 @@ class Runner(Protocol):
     def max_batch(self) -> int | None: ...
 
     @property
-    def takes(self) -> str: ...
+    def takes(self) -> SetKind: ...
 
     def run(self, inputs: Tensors) -> Tensors: ...
 
@@ -36,8 +42,14 @@ class BaseRunner:
     """The Runner protocol's defaults: any number of rows per call, named tensors in, nothing to close."""
 
     name: str = "runner"
-    max_batch: int | None = None
-    takes: str = "tensors"
+
+    @property
+    def max_batch(self) -> int | None:
+        return None
+
+    @property
+    def takes(self) -> SetKind:
+        return SetKind.TENSORS
 
     def run(self, inputs: Tensors) -> Tensors:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
+from modelship.contract.artifact_details import FP16_DISABLED_OPTIMIZERS
 from modelship.contract.dtypes import BY_ONNXRUNTIME
 from modelship.contract.errors import ParityError
 from modelship.contract.iospec import IOSpec
@@ -88,6 +88,8 @@ class OnnxRuntimeRunner(BaseRunner):
     session's declared input dtypes (fp16 I/O models take float32 arrays). With `isolated=True` the session lives
     in a child process (`worker`'s when given) and a native crash becomes a ParityError instead of killing the
     caller."""
+
+    max_batch: int | None = None  # set from `io` (the base's is read-only)
 
     def __init__(
         self,

@@ -19,9 +19,9 @@ import numpy as np
 
 from modelship.contract.errors import UsageError
 from modelship.contract.tokenizer import TokenizerSpec
-from modelship.parity.runner_protocol import BaseRunner, Runner, Tensors
+from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind, Tensors
 
-TEXTS = "texts"  # the input-set key holding raw texts
+TEXTS = SetKind.TEXTS.value  # the input-set key holding raw texts
 SET_SIZE = 8
 Tokenize = Callable[[list[str]], Tensors]
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from modelship.contract.errors import ExportError, ParityError
 from modelship.contract.manifest import Manifest, Source
+from modelship.export.precision.fp16.options import Fp16Options
 from modelship.export.run import run_export
 from modelship.export.spec import ExportSpec
 from modelship.export.torchscript import load_torchscript
@@ -109,7 +110,9 @@ def test_resnet18_exports_and_verifies(tmp_path):
 def test_mobilenet_v3_small_with_fp16_io(tmp_path):
     import torchvision
 
-    manifest = export(realistic(torchvision.models.mobilenet_v3_small()), tmp_path / "mnv3", fp16_io=True)
+    manifest = export(
+        realistic(torchvision.models.mobilenet_v3_small()), tmp_path / "mnv3", options=(Fp16Options(io=True),)
+    )
     art = manifest.artifact("onnx_fp16")
     assert art.io.inputs[0].dtype == "float16" and art.io.outputs[0].dtype == "float16"
     graph = onnx.load(str(tmp_path / "mnv3" / art.file)).graph

@@ -21,7 +21,9 @@ from modelship.export.io_resolve import (
     parse_input_option,
     resolve_inputs,
 )
-from modelship.export.onnx_export import cap_versions, provenance_metadata, set_metadata
+from modelship.export.onnx_export import Versions, cap_versions, provenance_metadata, set_metadata
+from modelship.export.precision.fp16.options import Fp16Options
+from modelship.export.precision.int8.options import Int8Options
 from modelship.export.spec import ExportSpec
 from modelship.export.torchscript import script_module
 
@@ -128,7 +130,7 @@ def test_cap_versions_lowers_ir_and_refuses_high_opsets():
         onnx.helper.make_graph([], "g", [], []), opset_imports=[onnx.helper.make_opsetid("", 21)]
     )
     proto.ir_version = 11
-    assert cap_versions(proto, target) == {"opset": 21, "ir_version": 10, "exported_ir_version": 11}
+    assert cap_versions(proto, target) == Versions(opset=21, ir_version=10, exported_ir_version=11)
     proto.opset_import[0].version = 23
     with pytest.raises(ExportError, match="opset 23"):
         cap_versions(proto, target)
@@ -177,7 +179,8 @@ def test_float_io_switches_only_float_tensors():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"fp16_io": True}, "--fp16-io needs --fp16"),
+        ({"options": (Fp16Options(io=True),)}, "--fp16-io needs --fp16"),
+        ({"options": (Int8Options(keep_slower=True),), "precisions": ("fp16",)}, "--keep-slower needs --int8"),
         ({"batch_sizes": (4, 4)}, "two different batch sizes"),
         ({"formats": ("tflite",)}, "unknown export format"),
         ({"tolerances": {"fp16": {"atoll": 1}}}, "unknown tolerance"),

@@ -308,7 +308,7 @@ def test_minilm_int8_answers_each_text_alike_in_every_batching_the_server_gives_
 def test_calibration_stays_within_what_the_calibrators_can_hold() -> None:
     """ONNX Runtime's calibrators keep every activation of every input: a segmenter's 160 full-size photos were
     killed at 24 GB. Sets are taken in order while their input values fit, and always at least one."""
-    from modelship.export.int8_strategy import CALIBRATION_VALUES, _within_budget
+    from modelship.export.precision.int8.strategy import CALIBRATION_VALUES, _within_budget
 
     image = np.zeros((8, 3, 224, 224), np.float32)
     assert len(_within_budget([{"image": image}] * 20)) == CALIBRATION_VALUES // image.size == 8

@@ -9,7 +9,7 @@ import pytest
 
 from modelship.contract.artifact_details import Int8Details
 from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind, cpu_kind, held_only_on_vnni
-from modelship.export.int8_strategy import weight_ranges
+from modelship.export.precision.int8.strategy import weight_ranges
 
 FLAGS = "flags\t\t: fpu vme sse sse2 avx avx2 fma"
 
@@ -34,7 +34,7 @@ def test_the_weights_judged_follow_where_the_variant_will_be_served(
 ) -> None:
     judged, why = weight_ranges(here, target, declared=here is not target)
     assert judged == ranges
-    assert ("this CPU, the default" in why) is (here is target) and target.title in why
+    assert ("this CPU, the default" in why) is (here is target) and target.description in why
 
 
 def test_a_full_range_variant_judged_on_vnni_says_it_holds_there_only() -> None:

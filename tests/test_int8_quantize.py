@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from modelship.contract.errors import ExportError
-from modelship.export.int8 import Int8Recipe, quantize
+from modelship.export.precision.int8.quantize import quantize
+from modelship.export.precision.int8.recipe import Int8Recipe
 
 
 @pytest.fixture(scope="module")

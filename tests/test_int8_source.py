@@ -11,8 +11,10 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from modelship.export.int8 import ActivationScale, Int8Recipe, output_errors, quantize
-from modelship.export.int8_smooth import smooth
+from modelship.export.precision.int8.quantize import quantize
+from modelship.export.precision.int8.ranking import output_errors
+from modelship.export.precision.int8.recipe import ActivationScale, Int8Recipe
+from modelship.export.precision.int8.smooth import smooth
 
 HIDDEN = 16
 

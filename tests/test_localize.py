@@ -12,7 +12,7 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from modelship.parity.localize import eager_trace, minimal_keep
+from modelship.parity.localize import eager_trace
 from tests.cli_contract import invoke
 from tests.fp16_nets import Branchy, Layers, LoudNorm, Whisper
 
@@ -79,18 +79,6 @@ def test_a_corrupted_layer_is_named_by_parity_explain(tmp_path: Path) -> None:
     assert first["module"] == "conv2" and "Conv" in first["ops"]
     human = invoke(*args)
     assert "=> first divergence in module 'conv2' (Conv)" in human.output
-
-
-def test_minimal_keep_finds_the_fewest_modules() -> None:
-    needed = {"b", "e"}
-    calls = []
-
-    def passes(chosen: list[str]) -> bool:
-        calls.append(chosen)
-        return needed <= set(chosen)
-
-    assert sorted(minimal_keep(list("abcdefgh"), passes)) == ["b", "e"]
-    assert len(calls) < 20
 
 
 def test_explain_needs_the_checkpoint(tmp_path: Path) -> None:

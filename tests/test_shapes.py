@@ -17,7 +17,7 @@ import pytest
 
 from modelship.contract.manifest import Manifest
 from modelship.parity.box_compare import iou_matrix
-from modelship.parity.fp16_ranges import tensor_types
+from modelship.parity.onnx_graph import tensor_types
 from modelship.testing.shapes import LABELS, Scene, draw_scene, train_detector, train_segmenter
 from tests.cli_contract import invoke
 from tests.test_segmentation import EXPORT_MODEL, offline

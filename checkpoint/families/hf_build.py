@@ -4,15 +4,18 @@ as `CLASS.from_pretrained` builds it, before the weights are copied in."""
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING
 
 from modelship.checkpoint.families.hf_folder import HFFolder
 from modelship.contract.errors import ArchitectureError, CheckpointError
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig, PreTrainedModel
+
 NOT_CONFIG_FIELDS = ("architectures", "transformers_version", "model_type")  # config.json's, not the config class's
 
 
-def build_hf_model(folder: HFFolder) -> nn.Module:
+def build_hf_model(folder: HFFolder) -> PreTrainedModel:
     """The folder's transformers model with freshly initialised weights (eval mode), from its config alone: the
     class's own config class filled from config.json, as `CLASS.from_pretrained` builds it."""
     import transformers
@@ -38,7 +41,7 @@ def build_hf_model(folder: HFFolder) -> nn.Module:
         ) from None
 
 
-def _refuse_other_model_type(folder: HFFolder, own: type) -> None:
+def _refuse_other_model_type(folder: HFFolder, own: type[PreTrainedConfig]) -> None:
     """An ArchitectureError when config.json's model_type names another family than its architectures' class:
     transformers' Auto classes go by model_type (they would build another model from this folder, every weight
     missing), the class itself only with a warning that this is not supported."""
@@ -54,17 +57,17 @@ def _refuse_other_model_type(folder: HFFolder, own: type) -> None:
     )
 
 
-def transformers_renames(model: nn.Module, keys: list[str]) -> dict[str, str]:
+def transformers_renames(model: PreTrainedModel, keys: list[str]) -> dict[str, str]:
     """The checkpoint keys transformers itself renames when it loads `model` (its conversion mapping: the names
     `save_pretrained` writes for backward compatibility, e.g. ViT's `encoder.layer.N.attention.attention.query` for
     `layers.N.attention.q_proj`, and its base-model prefix added or dropped), old -> new for those that change.
     A CheckpointError when a key needs one of its tensor conversions (merging or splitting weights), which
     modelship does not perform."""
     from transformers.conversion_mapping import get_model_conversion_mapping
-    from transformers.core_model_loading import WeightConverter, rename_source_key
+    from transformers.core_model_loading import WeightConverter, WeightRenaming, rename_source_key
 
     transforms = get_model_conversion_mapping(model)
-    renamings = [t for t in transforms if not isinstance(t, WeightConverter)]
+    renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
     converters = [t for t in transforms if isinstance(t, WeightConverter)]
     own = dict.fromkeys(model.state_dict(), True)  # rename_source_key tests its values against None
     renames = {}

@@ -70,6 +70,7 @@ def _build(folder: HFFolder, state_dict: StateDict, match: Match, notes: list[st
     if folder.fed_by == "image":
         from modelship.checkpoint.families.hf_vision import image_spec, wrap_image_model
 
+        assert folder.processor is not None  # what fed_by "image" says
         image_spec(folder)  # refused now, not at export, when modelship cannot reproduce the processor
         notes.append(f"image model: pixel_values in, as {folder.processor.name} makes them; logits out")
         return FolderModel(wrap_image_model(model, folder), metadata)
@@ -80,7 +81,11 @@ def _build(folder: HFFolder, state_dict: StateDict, match: Match, notes: list[st
     notes.append(f"text model: {', '.join(folder.inputs)} in; {'embedding' if wrapped.embedding else 'logits'} out")
     if folder.tokenizer is None:
         notes.append("no tokenizer.json in the folder: the export takes token ids (no text pipeline)")
-    tokenizer = TokenizerSource(folder.tokenizer, folder.tokenizer_spec) if folder.tokenizer_spec else None
+    tokenizer = (
+        TokenizerSource(folder.tokenizer, folder.tokenizer_spec)
+        if folder.tokenizer is not None and folder.tokenizer_spec
+        else None
+    )
     return FolderModel(wrapped, dataclasses.replace(metadata, io=text_io(folder, model)), tokenizer)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -21,10 +22,13 @@ from modelship.contract.errors import CheckpointError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.preprocess.tokenizer import token_ids
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
 SEQUENCE = "sequence"
 
 
-def text_io(folder: HFFolder, model: nn.Module) -> IOSpec:
+def text_io(folder: HFFolder, model: PreTrainedModel) -> IOSpec:
     """The wrapped model's inputs (output shapes are found by running it)."""
     config = model.config
     ranges = {
@@ -38,7 +42,7 @@ def text_io(folder: HFFolder, model: nn.Module) -> IOSpec:
 class TextTensors(nn.Module):
     """forward(input_ids, attention_mask) -> {"logits"} or {"embedding"}."""
 
-    def __init__(self, model: nn.Module, task: str, pooling: Pooling | None) -> None:
+    def __init__(self, model: PreTrainedModel, task: str, pooling: Pooling | None) -> None:
         super().__init__()
         self.model = model
         self.embedding = task == EMBEDDING_TASK
@@ -92,7 +96,7 @@ class TextTensorsWithTypes(TextTensors):
         return self.answer(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
 
 
-def wrap_text_model(model: nn.Module, folder: HFFolder) -> TextTensors:
+def wrap_text_model(model: PreTrainedModel, folder: HFFolder) -> TextTensors:
     """The model behind the tensor interface its tokenizer feeds; a CheckpointError when the folder's tokenizer
     or labels do not fit it."""
     _check_vocabulary(model, folder)
@@ -101,11 +105,11 @@ def wrap_text_model(model: nn.Module, folder: HFFolder) -> TextTensors:
     return wrapper(model, folder.task, folder.pooling).eval()
 
 
-def _check_vocabulary(model: nn.Module, folder: HFFolder) -> None:
+def _check_vocabulary(model: PreTrainedModel, folder: HFFolder) -> None:
     """Every id the tokenizer gives (its tokens and pad id) must have a row in the model's input embedding."""
     if folder.tokenizer is None or folder.tokenizer_spec is None:
         return
-    rows = model.get_input_embeddings().num_embeddings
+    rows = cast(nn.Embedding, model.get_input_embeddings()).num_embeddings
     spec = folder.tokenizer_spec
     given = {(index, token) for token, index in token_ids(folder.tokenizer).items()} | {(spec.pad_id, spec.pad_token)}
     beyond = sorted((index, token) for index, token in given if index >= rows)
@@ -121,7 +125,7 @@ def _check_vocabulary(model: nn.Module, folder: HFFolder) -> None:
     )
 
 
-def _check_labels(model: nn.Module, folder: HFFolder) -> None:
+def _check_labels(model: PreTrainedModel, folder: HFFolder) -> None:
     """One label per output of the head (transformers sizes it by num_labels when config.json sets it)."""
     outputs = getattr(model.config, "num_labels", None)
     if folder.labels is None or outputs is None or len(folder.labels) == outputs:

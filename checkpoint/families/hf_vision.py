@@ -86,6 +86,7 @@ def read_processor(folder: HFFolder) -> Any:
     alone)."""
     from transformers import AutoImageProcessor
 
+    assert folder.processor is not None  # callers read a folder that has preprocessor_config.json
     try:
         return AutoImageProcessor.from_pretrained(str(folder.processor.parent), local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from modelship.contract.errors import UsageError
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.registry import Registry
 
 if TYPE_CHECKING:  # the registry stays light: these import torch
     from torch import Tensor
@@ -145,13 +146,12 @@ class ModelFamily:
     fallback: bool = False  # owns what no other family owns
 
 
-FAMILIES: dict[str, ModelFamily] = {}
+FAMILIES: Registry[ModelFamily] = Registry("model family")
 
 
-def register_family(family: ModelFamily) -> ModelFamily:
-    """Add `family` (a later one of the same name replaces it, keeping its place)."""
-    FAMILIES[family.name] = family
-    return family
+def register_family(family: ModelFamily, *, replace: bool = False) -> ModelFamily:
+    """Add `family`; another family under a name already taken is refused unless `replace` (it keeps its place)."""
+    return FAMILIES.add(family.name, family, replace=replace)
 
 
 def unregister_family(name: str) -> None:

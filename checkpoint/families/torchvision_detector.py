@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import torch
@@ -30,6 +30,15 @@ from torch import Tensor, nn
 from modelship.checkpoint.families.torchvision_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.candidate_pool import CandidatePool
+
+if TYPE_CHECKING:  # torchvision has no type hints: these name what a detector is
+    from torchvision.models.detection.fcos import FCOS
+    from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
+    from torchvision.models.detection.retinanet import RetinaNet
+    from torchvision.models.detection.roi_heads import RoIHeads
+    from torchvision.models.detection.ssd import SSD
+
+    Detector: TypeAlias = GeneralizedRCNN | RetinaNet | FCOS | SSD
 
 __all__ = [
     "DETECTION_OUTPUTS",
@@ -59,7 +68,7 @@ def max_detections(model: nn.Module) -> int:
     return int(_postprocessing(model).detections_per_img)
 
 
-def _postprocessing(detector: nn.Module) -> nn.Module:
+def _postprocessing(detector: nn.Module) -> RoIHeads | Detector:
     """Where a detector's post-processing settings live: an R-CNN's `roi_heads`, else the detector itself."""
     heads = getattr(detector, "roi_heads", None)
     return heads if heads is not None else detector
@@ -68,7 +77,7 @@ def _postprocessing(detector: nn.Module) -> nn.Module:
 class DetectorTensors(nn.Module):
     """A torchvision detector behind fixed-rank tensors (module docstring)."""
 
-    def __init__(self, detector: nn.Module) -> None:
+    def __init__(self, detector: Detector) -> None:
         super().__init__()
         use_exact_resize(detector)
         self.detector = detector

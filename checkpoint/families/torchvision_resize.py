@@ -80,7 +80,7 @@ def _linear_samples(source: Tensor, target: Tensor) -> tuple[Tensor, Tensor, Ten
     with one rounding (computed in float64, as its fused multiply-add does), at least 0; the lower index its floor
     (at most the last pixel), the upper the next one (the last pixel's own)."""
     scale = (source.to(torch.float32) / target.to(torch.float32)).to(torch.float64)
-    centres = (torch.arange(target, dtype=torch.float32) + 0.5).to(torch.float64)
+    centres = (torch.arange(target, dtype=torch.float32) + 0.5).to(torch.float64)  # type: ignore[call-overload]
     position = (scale * centres - 0.5).to(torch.float32).clamp(min=0)
     last = source - 1
     lower = torch.min(position.floor().to(torch.int64), last)

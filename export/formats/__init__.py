@@ -35,8 +35,8 @@ class FormatExporter:
 FORMATS: Registry[FormatExporter] = Registry("export format")
 
 
-def register_format(exporter: FormatExporter) -> FormatExporter:
-    return FORMATS.add(exporter.format, exporter)
+def register_format(exporter: FormatExporter, *, replace: bool = False) -> FormatExporter:
+    return FORMATS.add(exporter.format, exporter, replace=replace)
 
 
 def export_formats() -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from modelship.parity import OnnxRuntimeRunner
 
 def start(build: Build) -> list[Started]:
     """The fp32 graph, verified as it is written."""
-    spec, name = build.spec, "onnx"
+    name = "onnx"
     io, example = build.io, build.example
     if build.task.onnx_single_row:
         io, example = io.single_row(), tuple(t[:1] for t in example)
@@ -29,10 +29,10 @@ def start(build: Build) -> list[Started]:
             build.path(name),
             io,
             example,
-            opset=build.opset,
-            target=build.target,
-            exporter=spec.exporter,
-            metadata=build.provenance | {"precision": "fp32"},
+            opset=build.plan.opset,
+            target=build.plan.target,
+            exporter=build.plan.exporter,
+            metadata=build.plan.provenance | {"precision": "fp32"},
         )
         check_dynamic_axes(exported.proto, io)
     report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name, fp16=False), "fp32")

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from modelship.contract.artifact_details import AotiDetails, Pt2Details
-from modelship.export.build import Build, BuiltArtifact, Started, Written
+from modelship.export.build import Build, BuiltArtifact, Finish, Started, Written
 from modelship.export.formats import FormatExporter, register_format
 from modelship.export.pt2_export import compile_aoti, export_program, save_program
 from modelship.parity import TorchRunner
@@ -21,7 +21,11 @@ def start(build: Build) -> list[Started]:
         package = compile_aoti(program, build.path("aoti"))
     report = build.verify("aoti", TorchRunner(package, io, name="aoti"), "fp32")
     package_built = BuiltArtifact("aoti", "aoti", "fp32", io, report, AotiDetails())
-    return [Started(Written(b.name, b.format, b.io, b.details), lambda b=b: b) for b in (program_built, package_built)]
+    return [Started(Written(b.name, b.format, b.io, b.details), _done(b)) for b in (program_built, package_built)]
+
+
+def _done(built: BuiltArtifact) -> Finish:
+    return lambda: built
 
 
 PT2 = register_format(FormatExporter("pt2", start, order=1))

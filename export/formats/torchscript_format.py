@@ -8,19 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelship.contract.artifact_details import TorchScriptDetails
+from modelship.contract.artifact_details import TorchScriptDetails, TorchScriptMethod
 from modelship.contract.iospec import IOSpec
 from modelship.export.build import Build, BuiltArtifact, Finish, Started, Written, float_io
 from modelship.export.formats import FormatExporter, register_format
-from modelship.export.fp16 import half_module, half_with_float_io
-from modelship.export.fp16_strategy import torchscript_keep_modules
+from modelship.export.precision.fp16.convert import half_module, half_with_float_io
+from modelship.export.precision.fp16.onnx_variant import torchscript_keep_modules
+from modelship.export.precision.fp16.options import Fp16Options
 from modelship.export.torchscript import save_and_reload, script_module, trace_module
 from modelship.parity import TorchRunner
 
 
 def start(build: Build) -> list[Started]:
     """The fp32 module, its verification started on `build.background`."""
-    details = TorchScriptDetails(method="trace" if build.spec.trace else "script")
+    details = _details(build)
     return [
         Started(Written("torchscript", "torchscript", build.io, details), _artifact(build, "torchscript", build.io))
     ]
@@ -28,18 +29,23 @@ def start(build: Build) -> list[Started]:
 
 def start_fp16(build: Build, written: Written) -> Finish:
     """The `torchscript_fp16` variant: a half copy of the eager model, scripted like `written`."""
-    half_io = build.spec.fp16_io
+    half_io = build.spec.options_for(Fp16Options).io
     return _artifact(build, "torchscript_fp16", float_io(written.io, "float16", inputs=half_io, outputs=half_io))
+
+
+def _details(build: Build) -> TorchScriptDetails:
+    return TorchScriptDetails(method=TorchScriptMethod.TRACE if build.spec.trace else TorchScriptMethod.SCRIPT)
 
 
 def _artifact(build: Build, name: str, io: IOSpec) -> Finish:
     """One TorchScript artifact, written now and verified on `build.background`; returns what waits for it."""
     half = name.endswith("fp16")
     precision = "fp16" if half else "fp32"
-    details = TorchScriptDetails(method="trace" if build.spec.trace else "script")
+    details = _details(build)
+    fp16 = build.spec.options_for(Fp16Options)
     if half:
-        details.fp16_io, details.fp16_keep = build.spec.fp16_io, list(build.spec.fp16_keep)
-    runner = TorchRunner(_script(build, name, details, list(build.spec.fp16_keep)), io, name=name)
+        details.fp16_io, details.fp16_keep = fp16.io, list(fp16.keep)
+    runner = TorchRunner(_script(build, name, details, list(fp16.keep)), io, name=name)
     verdict = build.background.submit(build.verify, name, runner, precision)
 
     def finish() -> BuiltArtifact:
@@ -48,7 +54,7 @@ def _artifact(build: Build, name: str, io: IOSpec) -> Finish:
             kept = torchscript_keep_modules(build, name, report)
             if kept:
                 details.kept_fp32_modules = kept
-                keep = [*build.spec.fp16_keep, *(k.module for k in kept)]
+                keep = [*fp16.keep, *(k.module for k in kept)]
                 report = build.verify(name, TorchRunner(_script(build, name, details, keep), io, name=name), precision)
         return BuiltArtifact(name, "torchscript", precision, io, report, details)
 

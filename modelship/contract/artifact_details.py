@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import ClassVar, TypeVar
+from enum import StrEnum
+from typing import ClassVar, Self, TypeVar
 
 from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind
 from modelship.contract.jsonfile import JsonObject
@@ -96,7 +97,7 @@ class ArtifactDetails:
         return {"format": self.format, **asdict(self)}
 
     @classmethod
-    def from_dict(cls, data: JsonObject) -> ArtifactDetails:
+    def from_dict(cls, data: JsonObject) -> Self:
         """The details as `to_dict` wrote them; keys this version does not know are left out."""
         known = {f.name for f in fields(cls)}
         return cls(**cls._typed({k: v for k, v in data.items() if k in known}))
@@ -137,6 +138,13 @@ def details_for(artifact_format: str, data: JsonObject | None = None, artifact: 
     return cls.from_dict(dict(data or {}))
 
 
+class TorchScriptMethod(StrEnum):
+    """How a TorchScript artifact was made."""
+
+    SCRIPT = "script"  # torch.jit.script: control flow kept
+    TRACE = "trace"  # torch.jit.trace: one path, recorded on the example inputs
+
+
 @register_details
 @dataclass
 class TorchScriptDetails(ArtifactDetails):
@@ -144,7 +152,7 @@ class TorchScriptDetails(ArtifactDetails):
     fp16 variant keeps in fp32 because their half computation diverged."""
 
     format: ClassVar[str] = "torchscript"
-    method: str = "script"
+    method: TorchScriptMethod = TorchScriptMethod.SCRIPT
     tracer_warnings: list[str] = field(default_factory=list)
     kept_fp32_modules: list[KeptModule] = field(default_factory=list)
 
@@ -156,7 +164,10 @@ class TorchScriptDetails(ArtifactDetails):
 
     @classmethod
     def _typed(cls, values: JsonObject) -> JsonObject:
-        return values | {"kept_fp32_modules": [KeptModule(**k) for k in values.get("kept_fp32_modules") or []]}
+        return values | {
+            "method": TorchScriptMethod(values.get("method") or TorchScriptMethod.SCRIPT),
+            "kept_fp32_modules": [KeptModule(**k) for k in values.get("kept_fp32_modules") or []],
+        }
 
 
 @register_details
@@ -193,6 +204,20 @@ class OnnxDetails(ArtifactDetails):
             "kept_fp32_nodes": [KeptNode(**k) for k in values.get("kept_fp32_nodes") or []],
             "fp16_attempts": [Fp16Attempt.from_dict(a) for a in values.get("fp16_attempts") or []],
         }
+
+
+# ONNX Runtime 1.31 segfaults creating a CPU session for some fp16 graphs (vit_b_16) unless this optimizer is off:
+# every fp16 session (parity, and the serving backend through the published config) disables it.
+FP16_DISABLED_OPTIMIZERS = ("NchwcTransformer",)
+
+
+@register_variant_details("onnx_fp16")
+@dataclass
+class OnnxFp16Details(OnnxDetails):
+    """An fp16 ONNX variant: its Triton config turns off the optimizer ONNX Runtime crashes on for fp16 graphs."""
+
+    def triton_parameters(self) -> dict[str, str]:
+        return {"disabled_optimizers": ",".join(FP16_DISABLED_OPTIMIZERS)}
 
 
 @register_details
@@ -260,7 +285,7 @@ class Int8Details(OnnxDetails):
         if self.kept_float:
             lines.append(f"kept float: {', '.join(self.kept_float)}")
         if self.target_cpu:
-            lines.append(f"made for {CpuKind(self.target_cpu).title}: {self.holds_on()}")
+            lines.append(f"made for {CpuKind(self.target_cpu).description}: {self.holds_on()}")
         return lines
 
     def vnni_only(self) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from modelship.contract.jsonfile import JsonObject
-from modelship.contract.parity_report import register_result
+from modelship.contract.output_result import register_result
 
 DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (families.torchvision_detector)
 

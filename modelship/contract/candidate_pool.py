@@ -29,7 +29,7 @@ class CandidatePool:
         rows = max((len(s) for s in self.scores), default=0)
 
         def padded(parts: list[np.ndarray], dtype: type, tail: tuple[int, ...] = ()) -> np.ndarray:
-            out = np.zeros((len(parts), rows, *tail), dtype)
+            out: np.ndarray = np.zeros((len(parts), rows, *tail), dtype)
             for i, part in enumerate(parts):
                 out[i, : len(part)] = part
             return out

@@ -21,7 +21,7 @@ class CpuKind(StrEnum):
     AVX2 = "avx2"  # x86-64 without VNNI: pairs of products summed in 16 bits, saturating on full-range weights
 
     @property
-    def title(self) -> str:
+    def description(self) -> str:
         return "a VNNI CPU (AVX-512 VNNI or AVX-VNNI)" if self is CpuKind.VNNI else "an AVX2 CPU without VNNI"
 
 

@@ -7,10 +7,9 @@ Each error carries a one-line message that names the file or value at fault and,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
-if TYPE_CHECKING:
-    from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 
 class ModelshipError(Exception):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from modelship.contract.errors import ModelshipError, UsageError
+from modelship.contract.json_object import JsonObject
 
-JsonObject = dict[str, Any]
+__all__ = ["JsonObject", "read_json_object"]
+
 """A JSON object as it crosses an edge: written to or read from a file, a pipe, a server or `--json`, or handed to
 another library (Triton's model config, transformers' config.json). Data modelship defines is a dataclass inside;
 its `to_dict` / `from_dict` are where it becomes a JsonObject and back."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from modelship.contract.jsonfile import JsonObject
-from modelship.contract.parity_report import OutputMetrics, register_result
+from modelship.contract.output_result import OutputMetrics, register_result
 
 
 @register_result

@@ -12,8 +12,18 @@ for Triton -> ONNX Runtime; ONNX Runtime's docs/Versioning.md for ONNX Runtime -
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from modelship.contract.errors import UsageError
+
+
+class OnnxExporter(StrEnum):
+    """Which of torch's exporters writes an ONNX graph: torch.export based (dynamo, the default) or TorchScript based
+    (legacy: what torchvision's detectors need, and the eager-attention graph ONNX Runtime's optimizer fuses)."""
+
+    DYNAMO = "dynamo"
+    LEGACY = "legacy"
+
 
 MIN_OPSET = 17  # LayerNormalization entered the default domain at 17; the dynamo exporter targets 18+
 

@@ -2,8 +2,8 @@
 artifacts are judged by (per task, where a task's answer is judged differently), and how far a module's output may
 drift before localisation calls it the first divergence.
 
-Every precision but fp32 is a variant asked for by its flag (`--fp16`, `--int8`); contract.variants says which
-formats have which. The flags, the choices of `modelship parity --precision` and the tolerance files' keys are all
+Every precision but fp32 is a variant asked for by its flag (`--fp16`, `--int8`); export.precision.registry says
+which formats have which. The flags, the choices of `modelship parity --precision` and the tolerance files' keys are all
 read from here, so a precision registered later (a test's) reaches every command.
 
 Defaults are measured (docs/parity.md): ONNX Runtime fp32 vs eager PyTorch differs by 3e-6 to 2.7e-4 on ResNets
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from modelship.contract.bars import Tolerance
 from modelship.contract.registry import Registry
-from modelship.contract.tolerance import Tolerance
 
 FP32 = "fp32"
 
@@ -40,6 +40,7 @@ class Precision:
     tolerance: Tolerance
     by_task: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
     localise_limit: float = 1e-3
+    serves_first: bool = False
 
     def default_tolerance(self, task: str | None = None) -> Tolerance:
         """The bars for an artifact of this precision exported for `task` (None: the precision's own)."""
@@ -55,8 +56,8 @@ class Precision:
 PRECISIONS: Registry[Precision] = Registry("precision")
 
 
-def register_precision(precision: Precision) -> Precision:
-    return PRECISIONS.add(precision.name, precision)
+def register_precision(precision: Precision, *, replace: bool = False) -> Precision:
+    return PRECISIONS.add(precision.name, precision, replace=replace)
 
 
 def precision_names() -> tuple[str, ...]:
@@ -114,8 +115,9 @@ register_precision(
     Precision(
         "int8",
         "--int8",
-        "Also write an INT8 ONNX variant (model.int8.onnx), quantized for this CPU and judged on real inputs held "
-        "back from --calibrate; it is kept only when measured faster than fp32 (see --keep-slower).",
+        "Also write an INT8 ONNX variant (model.int8.onnx), quantized for the CPU it will be served on and judged on "
+        "real inputs held back from --calibrate; it is written only when accurate and measured faster than fp32 "
+        "(else declined in one line: see --keep-slower, --require-variants).",
         Tolerance(atol=1e-1, rtol=1e-1, elementwise=False, box_atol=8.0, score_atol=5e-2, score_margin=0.1),
         by_task=MappingProxyType(
             {
@@ -127,5 +129,6 @@ register_precision(
             }
         ),
         localise_limit=2e-1,
+        serves_first=True,
     )
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from modelship.contract.errors import PreprocessError
 from modelship.contract.jsonfile import JsonObject, read_json_object
@@ -107,8 +107,8 @@ class PreprocessSpec:
     def output_hw(self) -> tuple[int, int] | None:
         """The (height, width) of every output, or None when it depends on the image (no crop, shorter-side)."""
         if self.crop is not None:
-            return self.crop
-        return self.resize if self.resize_mode == "exact" else None
+            return cast("tuple[int, int]", self.crop)  # __post_init__ makes every crop (height, width)
+        return cast("tuple[int, int]", self.resize) if self.resize_mode == "exact" else None
 
     def to_dict(self) -> JsonObject:
         data = asdict(self)
@@ -124,7 +124,7 @@ class PreprocessSpec:
             raise PreprocessError(
                 f"unknown preprocess field(s): {', '.join(unknown)}", hint=f"known: {', '.join(sorted(known))}"
             )
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        values: JsonObject = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**values)
 
     @classmethod

@@ -11,16 +11,16 @@ T = TypeVar("T")
 
 
 class Registry(dict[str, T]):
-    """Entries by name. `add` refuses a second, different entry under a name already taken; `find` names the
-    entries there are when one is missing. A plain dict otherwise (a test may `pop` what it added)."""
+    """Entries by name. `add` refuses a second entry under a name already taken unless told to `replace` it; `find`
+    names the entries there are when one is missing. A plain dict otherwise (a test may `pop` what it added)."""
 
     def __init__(self, what: str) -> None:
         super().__init__()
         self.what = what
 
-    def add(self, name: str, entry: T) -> T:
-        if name in self and self[name] is not entry and self[name] != entry:
-            raise ValueError(f"a {self.what} named {name!r} is already registered")
+    def add(self, name: str, entry: T, *, replace: bool = False) -> T:
+        if name in self and not replace:
+            raise ValueError(f"a {self.what} named {name!r} is already registered (replace=True replaces it)")
         self[name] = entry
         return entry
 

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from modelship.contract.errors import ExportError, ModelshipError, os_failure
@@ -82,6 +83,14 @@ def writable_parent(folder: Path, what: str) -> Path:
     return folder.parent
 
 
+class ChangeAction(StrEnum):
+    """What one journaled change does to its target."""
+
+    NEW = "new"
+    REPLACE = "replace"
+    REMOVE = "remove"
+
+
 @dataclass
 class Change:
     """One rename into the repository and how to undo it.
@@ -91,10 +100,13 @@ class Change:
     undone by putting `backup` back. action "remove": `target` moves to `backup`; undone by moving it back.
     """
 
-    action: str
+    action: ChangeAction
     target: str
     source: str = ""
     backup: str = ""
+
+    def __post_init__(self) -> None:
+        self.action = ChangeAction(self.action)  # a journal read back holds the plain string
 
 
 @dataclass
@@ -106,15 +118,15 @@ class StagedChanges:
     changes: list[Change] = field(default_factory=list)
 
     def new(self, source: Path, target: Path) -> None:
-        self.changes.append(Change("new", str(target), source=str(source)))
+        self.changes.append(Change(ChangeAction.NEW, str(target), source=str(source)))
 
     def replace(self, source: Path, target: Path) -> None:
         backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
-        self.changes.append(Change("replace", str(target), source=str(source), backup=str(backup)))
+        self.changes.append(Change(ChangeAction.REPLACE, str(target), source=str(source), backup=str(backup)))
 
     def remove(self, target: Path) -> None:
         backup = self.folder / "backup" / f"{len(self.changes)}-{target.name}"
-        self.changes.append(Change("remove", str(target), backup=str(backup)))
+        self.changes.append(Change(ChangeAction.REMOVE, str(target), backup=str(backup)))
 
 
 def commit(plan: StagedChanges, failure: Callable[[Path, OSError], ModelshipError]) -> None:
@@ -135,11 +147,11 @@ def commit(plan: StagedChanges, failure: Callable[[Path, OSError], ModelshipErro
 
 def _apply(change: Change) -> None:
     target = Path(change.target)
-    if change.action == "new":
+    if change.action is ChangeAction.NEW:
         if target.exists():
             raise FileExistsError(17, "appeared while publishing", str(target))
         os.rename(change.source, target)
-    elif change.action == "replace":
+    elif change.action is ChangeAction.REPLACE:
         if target.exists():
             os.link(target, change.backup)
         os.replace(change.source, target)
@@ -152,14 +164,14 @@ def _undo(changes: list[Change]) -> None:
     for change in reversed(changes):
         target, backup = Path(change.target), Path(change.backup) if change.backup else None
         with contextlib.suppress(OSError):
-            if change.action == "new":
+            if change.action is ChangeAction.NEW:
                 if target.is_dir() and not Path(change.source).exists():
                     shutil.rmtree(target)
                 elif target.is_file() and not Path(change.source).exists():
                     target.unlink()
             elif backup is not None and backup.exists():
                 os.replace(backup, target)
-            elif change.action == "replace" and not Path(change.source).exists():
+            elif change.action is ChangeAction.REPLACE and not Path(change.source).exists():
                 target.unlink()  # the file was new to the repository: it had no backup
 
 

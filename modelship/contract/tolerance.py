@@ -1,61 +1,18 @@
-"""`Tolerance`: how close is close enough for one output (parity.tolerance holds the measured defaults' story and
-the overrides; contract.precisions, each precision's default bars)."""
+"""`ToleranceConfig`: the bars an artifact is judged by, per output: its precision's defaults for the export's task
+(contract.precisions) with a user's overrides applied (--atol, --fp16-atol, a --tolerances file); parity.tolerance
+holds the measured defaults' story."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
+from modelship.contract.bars import Tolerance
 from modelship.contract.errors import UsageError
 from modelship.contract.jsonfile import JsonObject
+from modelship.contract.precisions import get_precision, precision_names
 
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Element-wise `|candidate - reference| <= atol + rtol * |reference|` (numpy.allclose), plus optional floors on
-    the minimum per-sample cosine similarity and on top-1 agreement (classifier-shaped outputs only)."""
-
-    atol: float
-    rtol: float
-    min_cosine: float | None = None
-    min_top1: float | None = None
-    max_mask_disagreement: float | None = None  # masks: the share of pixels whose class may differ
-    min_mask_iou: float | None = None  # masks: the mean per-class IoU floor
-    box_atol: float | None = None  # detections: how far (pixels) a matched box's coordinates may move
-    score_atol: float | None = None  # detections: how far a matched box's score may move
-    score_margin: float | None = None  # detections: unmatched boxes scoring within this of the edge are tolerated
-    score_edge: float | None = None  # detections: the model's score threshold (0 when not given)
-    min_top5: float | None = None  # classifiers: share of samples whose reference class is in the candidate's top 5
-    elementwise: bool = True  # False: atol/rtol are figures for the record, not a bar (INT8: the task's answer is)
-
-    def __post_init__(self) -> None:
-        for name in ("atol", "rtol", "box_atol"):
-            value = getattr(self, name)
-            if value is None and name == "box_atol":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UsageError(f"tolerance {name} must be a number >= 0, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        scores = ("score_atol", "score_margin", "score_edge")
-        for name in ("min_cosine", "min_top1", "min_top5", "max_mask_disagreement", "min_mask_iou", *scores):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1.0 <= value <= 1.0:
-                raise UsageError(f"tolerance {name} must be a number in [-1, 1] or null, got {value!r}")
-            object.__setattr__(self, name, float(value))
-
-    def updated(self, overrides: JsonObject) -> Tolerance:
-        """A copy with some fields replaced; unknown keys are a UsageError naming them."""
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            hint = f"use {', '.join(sorted(known))}"
-            raise UsageError(f"unknown tolerance field(s): {', '.join(unknown)}", hint=hint)
-        return replace(self, **overrides)
-
-    def to_dict(self) -> JsonObject:
-        return asdict(self)
+__all__ = ["Tolerance", "ToleranceConfig", "keyed_by_precision"]
 
 
 def keyed_by_precision(overrides: JsonObject, precisions: Sequence[str], where: str = "tolerances") -> bool:
@@ -88,8 +45,6 @@ class ToleranceConfig:
         entries start from the (overridden) default. It may also be keyed by precision
         (`{"fp16": {...}, "fp32": {...}}`), as in a `--tolerances` file; only the matching key applies.
         """
-        from modelship.contract.precisions import get_precision, precision_names  # precisions import Tolerance
-
         defaults = get_precision(precision).default_tolerance(task)
         overrides = dict(overrides or {})
         if keyed_by_precision(overrides, precision_names()):

@@ -19,7 +19,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from modelship.export.int8 import Tensors, activation_maxima
+from modelship.contract.tensors import Tensors
+from modelship.export.precision.int8.ranking import activation_maxima
 
 ALPHA = 0.6  # MiniLM-L6, dynamic per-channel 7-bit: worst cosine 0.984 at 0.5, 0.988 at 0.6, 0.980 at 0.75
 NORMALIZATIONS = ("LayerNormalization", "SkipLayerNormalization", "EmbedLayerNormalization")

@@ -30,6 +30,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, version_converter
 
 from modelship.contract.errors import ExportError
+from modelship.parity.onnx_graph import name_nodes
 
 ZERO_POINTS = {"Gelu": 20, "BiasGelu": 20, "FastGelu": 20, "Relu": 0}  # by the op writing x; others 128
 CENTRE = 128
@@ -77,10 +78,9 @@ def per_token(model: onnx.ModelProto) -> onnx.ModelProto:
             replaced[id(reader)] = nodes
             dropped.update(gone)
     nodes = [new for n in model.graph.node if id(n) not in dropped for new in replaced.get(id(n), [n])]
-    for index, node in enumerate(nodes):
-        node.name = node.name or f"per_token_node_{index}"
     del model.graph.node[:]
     model.graph.node.extend(nodes)
+    name_nodes(model)
     used = {name for node in nodes for name in node.input}
     kept = [i for i in model.graph.initializer if i.name in used]
     del model.graph.initializer[:]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from modelship.contract.manifest import Declined
 from modelship.export.build import Build, BuiltArtifact, Finish, Written
-from modelship.export.int8_strategy import build_int8
+from modelship.export.precision.int8.strategy import build_int8
 from modelship.parity import save_golden
 
 NAME = "onnx_int8"

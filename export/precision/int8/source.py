@@ -18,10 +18,12 @@ from pathlib import Path
 
 from modelship.checkpoint.families.model_hooks import fusable_attention
 from modelship.contract.iospec import IOSpec
+from modelship.contract.opsets import OnnxExporter
 from modelship.export.build import Build
-from modelship.export.int8 import WEIGHT_OPS, quiet
-from modelship.export.int8_smooth import ALPHA, smooth
 from modelship.export.onnx_export import LEGACY_MAX_OPSET, export_onnx
+from modelship.export.precision.int8.quantize import quiet
+from modelship.export.precision.int8.recipe import WEIGHT_OPS
+from modelship.export.precision.int8.smooth import ALPHA, smooth
 from modelship.parity import OnnxRuntimeRunner
 
 DYNAMIC_OPS = tuple(op for op in WEIGHT_OPS if op != "Conv")  # dynamic INT8 quantizes no convolution
@@ -84,9 +86,9 @@ def _fuse_attention(build: Build, io: IOSpec, exported: Path, fused: Path, why: 
                 exported,
                 io,
                 build.example,
-                opset=min(build.opset, LEGACY_MAX_OPSET),
-                target=build.target,
-                exporter="legacy",
+                opset=min(build.plan.opset, LEGACY_MAX_OPSET),
+                target=build.plan.target,
+                exporter=OnnxExporter.LEGACY,
             )
             counts = _fuse(exported, fused, attention.num_heads, attention.hidden_size)
     except Exception as exc:  # an optional speed step: without it the artifact itself is quantized

@@ -22,21 +22,23 @@ import numpy as np
 import onnx
 import torch
 
-from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails
+from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails, OnnxFp16Details
 from modelship.contract.iospec import IOSpec
 from modelship.export.build import Build, BuiltArtifact, Finish, Written, float_io
-from modelship.export.fp16 import FP16_ATTEMPTS, convert_onnx_fp16, fp16_keep_modules, fp32_nodes, present_ops
 from modelship.export.onnx_export import cap_versions, set_metadata, write_model
-from modelship.parity import OnnxRuntimeRunner, ParityReport
-from modelship.parity.fp16_ranges import (
-    emulate_fp16,
-    intermediate_ranges,
-    name_nodes,
-    node_module,
-    nodes_of,
-    out_of_range_nodes,
+from modelship.export.precision.fallback import Bisect
+from modelship.export.precision.fp16.convert import (
+    FP16_ATTEMPTS,
+    convert_onnx_fp16,
+    fp16_keep_modules,
+    fp32_nodes,
+    present_ops,
 )
+from modelship.export.precision.fp16.options import Fp16Options
+from modelship.export.precision.fp16.ranges import emulate_fp16, intermediate_ranges, out_of_range_nodes
+from modelship.parity import OnnxRuntimeRunner, ParityReport
 from modelship.parity.isolation import Worker
+from modelship.parity.onnx_graph import name_nodes, node_module, nodes_of
 
 BISECT_STEP = "bisect fp16 modules"
 # emulated fp16 runs the bisection may take: each verifies every input set (1 s for a 7-class SSDlite's 22 images,
@@ -54,7 +56,7 @@ def torchscript_keep_modules(build: Build, name: str, report: ParityReport) -> l
 
 def start_onnx_fp16(build: Build, written: Written) -> Finish:
     """The `onnx_fp16` variant (contract.artifacts) of the fp32 graph `written`: converted and verified now."""
-    half_io = build.spec.fp16_io
+    half_io = build.spec.options_for(Fp16Options).io
     io = float_io(written.io, "float16", inputs=half_io, outputs=half_io)
     built = onnx_fp16(build, written, io)
     return lambda: built
@@ -76,7 +78,7 @@ def _onnx_fp16_in(build: Build, written: Written, io: IOSpec, worker: Worker) ->
     name_nodes(fp32)
     with build.steps("measure fp16 ranges", name):
         kept_nodes = out_of_range_nodes(fp32, intermediate_ranges(fp32, graph_sets(build.verification.inputs, io)))
-    keep_modules = list(build.spec.fp16_keep)
+    keep_modules = list(build.spec.options_for(Fp16Options).keep)
     nodes = fp32_nodes(fp32, build.model, keep_modules, [k.node for k in kept_nodes])
     attempts: list[Fp16Attempt] = []
     kept: list[str] = []
@@ -103,9 +105,9 @@ def _onnx_fp16_in(build: Build, written: Written, io: IOSpec, worker: Worker) ->
             label = f"modules {', '.join(found)}"
             written_file = _fp16_attempt(build, fp32, io, block, nodes, label, worker, external)
     details = replace(
-        written.details,
+        OnnxFp16Details.from_dict(written.details.to_dict()),  # the fp32 graph's export details, as fp16's type
         nodes=written_file.nodes,
-        fp16_io=build.spec.fp16_io,
+        fp16_io=build.spec.options_for(Fp16Options).io,
         kept_fp32_ops=kept,
         kept_fp32_nodes=list(kept_nodes),
         fp16_keep=keep_modules,
@@ -140,10 +142,10 @@ def _fp16_attempt(
     name = "onnx_fp16"
     with build.steps(f"convert {name}" + (f" (fp32: {label})" if label else ""), name):
         proto = convert_onnx_fp16(
-            fp32, keep_io_types=not build.spec.fp16_io, op_block_list=block, node_block_list=nodes
+            fp32, keep_io_types=not build.spec.options_for(Fp16Options).io, op_block_list=block, node_block_list=nodes
         )
-        cap_versions(proto, build.target)
-        set_metadata(proto, build.provenance | {"precision": "fp16"})
+        cap_versions(proto, build.plan.target)
+        set_metadata(proto, build.plan.provenance | {"precision": "fp16"})
         sha256 = write_model(proto, build.path(name), external=external)
     # ONNX Runtime has segfaulted creating fp16 CPU sessions (vit_b_16): run it in a child process.
     runner = OnnxRuntimeRunner(build.path(name), io, name=name, isolated=True, fp16=True, worker=worker)
@@ -176,26 +178,22 @@ def _bisect_fp16(build: Build, fp32: onnx.ModelProto, block: Sequence[str], node
     fp16 run pass; [] when even all of them do not. At most BISECT_TRIALS emulated runs, each shown as progress:
     past them a set counts as failing, so the halving keeps every module it has not yet cleared (more kept in
     fp32, never a set that fails)."""
-    from modelship.parity.localize import localize_onnx, minimal_keep
+    from modelship.parity.localize import localize_onnx
 
     emulated = emulate_fp16(fp32, nodes, block)
     first = localize_onnx(emulated, build.model, build.io, build.verification.inputs[0], "fp16", "onnx_fp16").first
     modules = list(dict.fromkeys(m for n in fp32.graph.node if (m := node_module(n))))
     start = next((i for i, m in enumerate(modules) if first and (m + ".").startswith(first.module + ".")), 0)
     tolerance = build.spec.tolerance("fp16")
-
-    trials = 0
-
-    def passes(chosen: list[str]) -> bool:
-        nonlocal trials
-        if trials >= BISECT_TRIALS:
-            return False
-        trials += 1
+    search = Bisect(modules[start:])
+    while (chosen := search.next()) is not None:
+        if search.judged >= BISECT_TRIALS:  # past the budget a set counts as failing: more kept, never a failing set
+            search.step(False)
+            continue
         runner = _emulated_runner(fp32, block, nodes + nodes_of(fp32, chosen), io)
         passed = build.verification.judge(runner, tolerance).passed
         verdict = "passes" if passed else "fails"
-        build.steps.progress(BISECT_STEP, f"run {trials}/{BISECT_TRIALS}: {len(chosen)} modules in fp32 {verdict}")
-        return passed
-
-    candidates = modules[start:]
-    return minimal_keep(candidates, passes) if candidates and passes(candidates) else []
+        run = f"run {search.judged + 1}/{BISECT_TRIALS}: {len(chosen)} modules in fp32 {verdict}"
+        build.steps.progress(BISECT_STEP, run)
+        search.step(passed)
+    return search.result or []

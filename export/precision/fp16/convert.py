@@ -26,7 +26,8 @@ from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.export.onnx_export import subgraphs
-from modelship.parity.fp16_ranges import nodes_of, nodes_outside, tensor_types, unsupported_ops
+from modelship.export.precision.fp16.ranges import unsupported_ops
+from modelship.parity.onnx_graph import nodes_of, nodes_outside, tensor_types
 
 # (why, op types kept in fp32), tried in order, each list including the previous ones.
 _NORMALISATION = ("LayerNormalization", "Softmax", "ReduceMean", "GroupNormalization", "InstanceNormalization")

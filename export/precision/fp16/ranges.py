@@ -5,7 +5,7 @@ ONNX Runtime's CPU provider has no float16 kernels for most operators and fuses 
 graph run there computes in float32 and never overflows (a block squaring activations to 1e7 passes on the CPU and
 returns NaN on a GPU). Here:
 
-- `intermediate_ranges` runs the fp32 graph with every float intermediate exposed as an output, on the
+- `intermediate_ranges` runs the fp32 graph with every float intermediate exposed (parity.probe), on the
   verification inputs, and records each tensor's largest magnitude;
 - `out_of_range_nodes` keeps in fp32 every node that writes or reads a tensor outside float16's range (beyond
   FP16_MAX / HEADROOM, or non-zero but entirely below FP16_TINY, where it would flush to zero);
@@ -16,9 +16,7 @@ returns NaN on a GPU). Here:
 
 from __future__ import annotations
 
-import ast
 import copy
-import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -26,96 +24,21 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from modelship.contract.artifact_details import KeptNode
+from modelship.contract.tensors import Tensors
+from modelship.parity.onnx_graph import float_tensors, node_module, tensor_types
+from modelship.parity.probe import Probe
 
-FP16_MAX = 65504.0
-FP16_TINY = 2.0**-14  # smallest normal float16: a tensor entirely below it loses its precision or flushes to zero
+FP16_MAX = float(np.finfo(np.float16).max)  # 65504
+FP16_TINY = float(np.finfo(np.float16).tiny)  # 2**-14, the smallest normal: a tensor entirely below it flushes
 HEADROOM = 2.0  # keep a node fp32 once its values reach half of float16's range: other inputs go further
-SMALL_CONSTANT = 4096  # bytes: initializers up to this size keep their data for shape inference
 
 
-def name_nodes(proto: onnx.ModelProto) -> None:
-    """Give every node a unique name (the converter's node block list and the reports refer to nodes by name)."""
-    seen: set[str] = set()
-    for index, node in enumerate(proto.graph.node):
-        if not node.name or node.name in seen:
-            node.name = f"{node.op_type}_{index}"
-        seen.add(node.name)
-
-
-def node_module(node: onnx.NodeProto) -> str:
-    """The PyTorch module a node came from: the dynamo exporter's name scopes, else the legacy exporter's
-    `/module/path/Op` node name (`/detector/head/conv/conv.0/Conv`: a container's child is named with its
-    parent's name in front); "" at the top level. The scopes are either one name per level (`blocks`, `0`,
-    `attn`) or each level's full path (`model`, `model.bert`, `model.bert.encoder`: transformers models)."""
-    for prop in node.metadata_props:
-        if prop.key == "pkg.torch.onnx.name_scopes":
-            try:
-                modules = [s for s in ast.literal_eval(prop.value) if s][:-1]
-            except (ValueError, SyntaxError):
-                break
-            if modules and all(inner.startswith(outer + ".") for outer, inner in itertools.pairwise(modules)):
-                return modules[-1]
-            return ".".join(modules)
-    path: list[str] = []
-    for level in [p for p in node.name.split("/") if p][:-1]:
-        if path and level.startswith(path[-1] + "."):
-            path[-1] = level
-        else:
-            path.append(level)
-    return ".".join(path)
-
-
-def nodes_of(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
-    """Names of the nodes that belong to any of `modules` (or to their submodules)."""
-    prefixes = tuple(m + "." for m in modules)
-    return [n.name for n in proto.graph.node if prefixes and (node_module(n) + ".").startswith(prefixes)]
-
-
-def nodes_outside(proto: onnx.ModelProto, modules: Iterable[str]) -> list[str]:
-    """Names of the nodes that belong to none of `modules` ("" is the whole model: none)."""
-    modules = list(modules)
-    if "" in modules:
-        return []
-    inside = set(nodes_of(proto, modules))
-    return [n.name for n in proto.graph.node if n.name not in inside]
-
-
-def tensor_types(proto: onnx.ModelProto) -> dict[str, int]:
-    """Every tensor the graph computes, with its element type (from shape inference, run on the graph with its
-    weights declared as typed inputs instead: only small constants, such as Reshape's shapes, keep their data)."""
-    skeleton = onnx.ModelProto()
-    skeleton.CopyFrom(proto)
-    declared = {i.name for i in skeleton.graph.input}
-    weights = [i for i in skeleton.graph.initializer if i.ByteSize() > SMALL_CONSTANT and i.name not in declared]
-    skeleton.graph.input.extend(helper.make_tensor_value_info(w.name, w.data_type, w.dims) for w in weights)
-    small = [i for i in skeleton.graph.initializer if i.ByteSize() <= SMALL_CONSTANT]
-    del skeleton.graph.initializer[:]
-    skeleton.graph.initializer.extend(small)
-    graph = onnx.shape_inference.infer_shapes(skeleton).graph
-    return {v.name: v.type.tensor_type.elem_type for v in (*graph.value_info, *graph.output, *graph.input)}
-
-
-def intermediate_ranges(proto: onnx.ModelProto, input_sets: Sequence[dict[str, np.ndarray]]) -> dict[str, float]:
+def intermediate_ranges(proto: onnx.ModelProto, input_sets: Sequence[Tensors]) -> dict[str, float]:
     """{tensor: max |x| over `input_sets`} for every float tensor a node writes (non-finite values ignored)."""
-    import onnxruntime as ort
-
-    types = tensor_types(proto)
-    exposed = copy.deepcopy(proto)
-    present = {o.name for o in exposed.graph.output}
-    names = [o for n in exposed.graph.node for o in n.output if types.get(o) == TensorProto.FLOAT]
-    for name in names:
-        if name not in present:
-            exposed.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # keep every node's output
-    options.log_severity_level = 3
-    session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    wanted = [o.name for o in session.get_outputs() if o.name in set(names)]
-    feeds_names = [i.name for i in session.get_inputs()]
+    probe = Probe(proto, float_tensors(proto))
     largest: dict[str, float] = {}
     for inputs in input_sets:
-        values = session.run(wanted, {k: inputs[k] for k in feeds_names})
-        for name, value in zip(wanted, values, strict=True):
+        for name, value in probe.run(inputs).items():
             largest[name] = max(largest.get(name, 0.0), _largest_finite(value))
     return largest
 
@@ -175,11 +98,11 @@ def emulate_fp16(proto: onnx.ModelProto, fp32_nodes: Iterable[str], fp32_ops: It
     nodes: list[onnx.NodeProto] = []
     for graph_input in graph.input:
         if types.get(graph_input.name) == TensorProto.FLOAT:
-            rounded = _round(graph_input.name, f"{graph_input.name}__fp16")
+            casts = _round(graph_input.name, f"{graph_input.name}__fp16")
             for user in users.get(graph_input.name, []):
                 if computed_in_fp16(user):
                     user.input[:] = [f"{graph_input.name}__fp16" if i == graph_input.name else i for i in user.input]
-            nodes += rounded
+            nodes += casts
     for node in graph.node:
         rounding = []
         if computed_in_fp16(node):

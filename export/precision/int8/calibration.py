@@ -22,7 +22,9 @@ import numpy as np
 from modelship.contract.errors import PreprocessError, UsageError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.contract.tokenizer import TokenizerSource
+from modelship.export.precision.int8.options import Int8Options
 from modelship.export.spec import ExportSpec
 
 HOLD_OUT = 5  # every 5th input is held back for the verdict: 20%
@@ -30,7 +32,6 @@ MIN_IMAGES = 10  # below this, neither half means anything (2 judged images)
 ADVISED_IMAGES = 200  # what the refusal asks for: a few hundred, like production's
 BATCH = 8  # inputs per calibration / verdict set
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp", ".gif", ".tif", ".tiff")
-Tensors = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def check_calibration(spec: ExportSpec, preprocess: PreprocessSpec | None, token
     """Refuse, before anything is exported, INT8 inputs that will not do: an image model without --calibrate (or
     without a preprocessing spec to run the images through, or with too few), a text model's --calibrate that is
     not a file."""
-    calibrate = spec.calibration
+    calibrate = spec.options_for(Int8Options).calibrate
     if tokenizer is not None:
         if calibrate is not None and not calibrate.is_file():
             raise UsageError(f"--calibrate {calibrate}: not a file", hint="a text model calibrates on a file of lines")
