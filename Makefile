@@ -13,7 +13,7 @@ HOST_PATH := $(PATH)
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup test test-heavy journey compat lint demo bench bench-quick bench-check serve clean
+.PHONY: setup test test-heavy journey compat lint typecheck demo bench bench-quick bench-check serve clean
 
 # Interpreter look-ups, made only when setup runs. probe: "3.12.1 /path/to/python3.12" when $(1) runs (found on the
 # PATH make started with, not in .venv), else nothing. minor: its "3.12". supported: that, when in SUPPORTED.
@@ -68,8 +68,12 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-## make test: lint, unit + integration tests, then the fast parity zoo (what CI runs)
-test: setup lint
+## make typecheck: mypy over the whole product as it imports (.ci/typecheck.py; settings: pyproject.toml [tool.mypy])
+typecheck: setup
+	$(BIN)/python .ci/typecheck.py
+
+## make test: lint, type check, unit + integration tests, then the fast parity zoo (what CI runs)
+test: setup lint typecheck
 	$(BIN)/python -m pytest tests -m "not heavy" --durations=15
 	$(BIN)/python -m pytest parity_tests
 

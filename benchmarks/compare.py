@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from modelship.bench.baseline import Baseline, BaselineRow
@@ -64,7 +65,8 @@ class RowChange:
             return f"{self.name}: new row, {self.after:.3g}"
         if self.after is None:
             return f"{self.name}: missing (baseline {self.before:.3g})"
-        return f"{self.name}: {self.before:.3g} -> {self.after:.3g} ({self.change - 1:+.0%}, allowed {self.bounds()})"
+        move = self.after / self.before - 1
+        return f"{self.name}: {self.before:.3g} -> {self.after:.3g} ({move:+.0%}, allowed {self.bounds()})"
 
     def bounds(self) -> str:
         """The moves allowed, down and up: "-19%/+23%" for allowed = 23% (a factor of 1.23 either way)."""
@@ -179,8 +181,9 @@ _STYLE = {
 def render_comparison(comparison: Comparison) -> Table:
     """The comparison as a table: each row's verdict, its ratio in the baseline and now, the move it was allowed."""
     table = Table(title="against the baseline", caption=comparison.summary())
-    for name, justify in (("", "left"), ("suite", "left"), ("case", "left"), ("baseline", "right"),
-                          ("now", "right"), ("change", "right"), ("allowed", "right")):  # fmt: skip
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("", "left"), ("suite", "left"), ("case", "left"),
+        ("baseline", "right"), ("now", "right"), ("change", "right"), ("allowed", "right"))  # fmt: skip
+    for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")
     for change in comparison.changes:
         table.add_row(

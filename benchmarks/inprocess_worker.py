@@ -127,10 +127,12 @@ def handle(request: Request, state: State) -> Reply:
             state.tokenizer = TextTokenizer(request.tokenizer.path, request.tokenizer.spec)
         return Reply(torch="torch" in sys.modules)
     if isinstance(request, Image):
+        assert state.run is not None, "Image comes after Open"
         state.job = _image_job(request, state.run)
         return Reply()
     if request.image:
         job = state.job
+        assert job is not None, "an image request comes after Image"
         if isinstance(request, Outputs):
             np.save(request.out, job())
             return Reply()
@@ -138,9 +140,11 @@ def handle(request: Request, state: State) -> Reply:
     session = state.session
     if isinstance(request, Measure) and request.texts is not None:
         tokenizer, texts = state.tokenizer, request.texts
+        assert tokenizer is not None, "texts come after Open(tokenizer=...)"
         return _measure(
             request, lambda: session.run(None, tokenizer.encode(texts)), len(texts), "tokenizers + onnxruntime"
         )
+    assert request.inputs is not None, "a request that holds neither texts nor an image names its inputs"
     inputs = _inputs(request.inputs)
     if isinstance(request, Outputs):
         names = [o.name for o in session.get_outputs()]

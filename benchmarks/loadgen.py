@@ -41,7 +41,11 @@ def run_load(
     if duration_s <= 0 or (max_requests is not None and max_requests < 1):
         raise ValueError("duration_s must be > 0 and max_requests >= 1")
     window: dict[str, float] = {}
-    barrier = threading.Barrier(concurrency, action=lambda: window.setdefault("start", time.perf_counter()))
+
+    def start_window() -> None:
+        window.setdefault("start", time.perf_counter())
+
+    barrier = threading.Barrier(concurrency, action=start_window)
     stop = threading.Event()
     tickets = itertools.count()
     latencies: list[list[float]] = [[] for _ in range(concurrency)]

@@ -56,7 +56,7 @@ class InProcess:
         *,
         torchscript_output: str | None = None,
     ) -> None:
-        from modelship.contract.artifacts import FP16_DISABLED_OPTIMIZERS
+        from modelship.contract.artifact_details import FP16_DISABLED_OPTIMIZERS
         from modelship.parity.runners import is_fp16_model
 
         self._folder = Path(tempfile.mkdtemp(prefix="modelship-inprocess-"))

@@ -6,20 +6,22 @@ the outputs out) and GET /health on 127.0.0.1, one uvicorn worker, the session m
 extra (`pip install modelship[bench]`); started and stopped by the bench (`peer.PeerServer`).
 """
 
-from __future__ import annotations
-
 import io
 import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
-import uvicorn
-from fastapi import FastAPI, Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from modelship.bench.inprocess_worker import make_session
 
+if TYPE_CHECKING:  # the bench extra: imported only when the peer runs
+    from fastapi import FastAPI
 
-def create_app(model: str, threads: int) -> FastAPI:
+
+def create_app(model: str, threads: int) -> "FastAPI":  # evaluated here: FastAPI reads the handlers' annotations
+    from fastapi import FastAPI, Request, Response
+    from starlette.concurrency import run_in_threadpool
+
     session = make_session(model, threads, [])
     names = [o.name for o in session.get_outputs()]
     app = FastAPI()
@@ -43,4 +45,6 @@ def create_app(model: str, threads: int) -> FastAPI:
 
 
 if __name__ == "__main__":
+    import uvicorn
+
     uvicorn.run(create_app(sys.argv[1], int(sys.argv[3])), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")

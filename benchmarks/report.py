@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from modelship.contract.jsonfile import JsonObject
@@ -157,7 +158,7 @@ def render_table(report: Report) -> Table:
     load = report.machine.load_average
     subtitle = f"{report.machine.cpus} CPUs, load {load[0]:.2f}" if load else ""
     table = Table(title=f"modelship bench ({mode}, {report.seconds:.0f} s)", caption=subtitle, show_lines=False)
-    for name, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("ratio", "right"),
         ("ratio of", "left"),
         ("suite", "left"),
@@ -166,7 +167,8 @@ def render_table(report: Report) -> Table:
         ("baseline", "right"),
         ("unit", "left"),
         ("notes", "left"),
-    ):
+    )
+    for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")
     for row in report.rows:
         table.add_row(

@@ -13,10 +13,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 from torch import nn
 
+from modelship.contract.errors import UsageError
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.demo.model import IMAGE_SIZE, DigitsNet
 from modelship.preprocess.image import preprocess_images
@@ -58,6 +57,14 @@ def accuracy(model: nn.Module, batch: np.ndarray, labels: np.ndarray) -> float:
 def train(epochs: int = 6, seed: int = 0, batch_size: int = 32, lr: float = 3e-3) -> Trained:
     """AdamW with a one-cycle schedule, on one thread: small convolutions train about 10x faster single-threaded
     here than with two threads fighting over two busy cores."""
+    try:  # the demo extra: modelship itself needs no scikit-learn
+        from sklearn.datasets import load_digits
+        from sklearn.model_selection import train_test_split
+    except ImportError:
+        raise UsageError(
+            "the demo trains on scikit-learn's bundled digits, and scikit-learn is not installed",
+            hint="pip install 'modelship[demo]'",
+        ) from None
     digits = load_digits()
     images = [digit_image(row) for row in digits.data]
     train_idx, test_idx = train_test_split(

@@ -41,7 +41,7 @@ def _linear_taps(source: int, target: int) -> tuple[np.ndarray, np.ndarray, np.n
     position = np.maximum(scale * (np.arange(target, dtype=np.float32) + np.float32(0.5)) - np.float32(0.5), 0)
     first = np.minimum(position.astype(np.int64), source - 1)
     second = np.minimum(first + 1, source - 1)
-    weight = np.clip(position - first.astype(np.float32), 0, 1).astype(np.float32)
+    weight: np.ndarray = np.clip(position - first.astype(np.float32), 0, 1).astype(np.float32)
     return first, second, weight
 
 

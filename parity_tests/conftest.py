@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from parity_tests.own_checkpoints import read_checkpoints
-from parity_tests.zoo import ZOOS, ZooEntry, build_checkpoint, export_args
+from .own_checkpoints import read_checkpoints
+from .zoo import ZOOS, ZooEntry, build_checkpoint, export_args
 
 CHECKED: list[tuple[str, dict[str, Any]]] = []  # (run name, `modelship parity --json` payload), for the summary
 PHOTOS = ("astronaut.png", "coffee.png", "chelsea.png", "rocket.jpg", "camera.png")  # sizes vary; camera is gray

@@ -24,8 +24,8 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from parity_tests.conftest import Exports
-from parity_tests.zoo import ZOO
+from .conftest import Exports
+from .zoo import ZOO
 
 pytestmark = pytest.mark.slow
 RESNET18 = next(e for e in ZOO if e.name == "tv_resnet18")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from parity_tests.conftest import PHOTOS, assert_all_passed, invoke
-from parity_tests.own_checkpoints import OwnCheckpoint
+from .conftest import PHOTOS, assert_all_passed, invoke
+from .own_checkpoints import OwnCheckpoint
 
 pytestmark = pytest.mark.slow
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from parity_tests.conftest import PHOTOS, Exports, assert_all_passed
-from parity_tests.zoo import ZooEntry
+from .conftest import PHOTOS, Exports, assert_all_passed
+from .zoo import ZooEntry
 
 pytestmark = pytest.mark.slow
 

@@ -33,6 +33,9 @@ TEXT_INPUTS = (
 )
 
 
+MODELS = f"{__package__}.zoo_models"  # parity_tests.zoo_models here, modelship.parity_tests.zoo_models installed
+
+
 @dataclass(frozen=True)
 class ZooEntry:
     """One architecture: how to build it, how its checkpoint is saved, how it is exported."""
@@ -112,7 +115,7 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry(
         "multihead_dict",
         _custom("MultiHead"),
-        "parity_tests.zoo_models:MultiHead",
+        f"{MODELS}:MultiHead",
         "training",
         "flag",  # project code: named on the command line, never in a file
         (*ONNX_TS, "--input", "x:batch,3,96,96"),
@@ -121,7 +124,7 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry(
         "text_encoder",
         _custom("TextEncoder"),
-        "parity_tests.zoo_models:TextEncoder",
+        f"{MODELS}:TextEncoder",
         "ema",
         "flag",
         (*ONNX_TS, *TEXT_INPUTS),

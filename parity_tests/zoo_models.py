@@ -1,4 +1,5 @@
-"""Custom models of the zoo, loaded by export-model through their import path (`parity_tests.zoo_models:Name`)."""
+"""Custom models of the zoo, loaded by export-model through their import path (`zoo.MODELS`:
+`parity_tests.zoo_models:Name` here, `modelship.parity_tests.zoo_models:Name` from an installed modelship)."""
 
 from __future__ import annotations
 

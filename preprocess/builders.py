@@ -6,7 +6,7 @@ timm and torchvision are imported inside the functions only, so `import preproce
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from modelship.contract.errors import PreprocessError
 from modelship.contract.jsonfile import JsonObject
@@ -156,7 +156,7 @@ def _floor_crop(pixels: Any, spec: PreprocessSpec) -> Any:
     CenterCrop rounds them)."""
     from torchvision.transforms.v2 import functional as F
 
-    height, width = spec.crop
+    height, width = cast("tuple[int, int]", spec.crop)  # PreprocessSpec makes every crop (height, width)
     extra_h, extra_w = max(height - pixels.shape[-2], 0), max(width - pixels.shape[-1], 0)
     if extra_h or extra_w:
         pixels = F.pad(pixels, [extra_w // 2, extra_h // 2, (extra_w + 1) // 2, (extra_h + 1) // 2], fill=0)

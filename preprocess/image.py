@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -87,7 +88,8 @@ def transform(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
     """One image -> one (C, H, W) or (H, W, C) array, per `spec`. The image is converted to RGB first."""
     pixels = _resize(to_rgb(image), spec)
     if spec.crop is not None:
-        pixels = center_crop(pixels, spec.crop, floor=spec.crop_offset == "floor")
+        crop = cast("tuple[int, int]", spec.crop)  # PreprocessSpec makes every crop (height, width)
+        pixels = center_crop(pixels, crop, floor=spec.crop_offset == "floor")
     values = _normalize(pixels.astype(np.float32), spec)
     if spec.channel_order == "BGR":
         values = values[..., ::-1]
@@ -123,7 +125,7 @@ def preprocess_images(sources: Sequence[ImageSource], spec: PreprocessSpec) -> n
     return np.stack(arrays)
 
 
-def check_one_size(sizes: Sequence[Sequence[int]], spec: PreprocessSpec, *, originals: bool = False) -> None:
+def check_one_size(sizes: Sequence[tuple[int, int]], spec: PreprocessSpec, *, originals: bool = False) -> None:
     """Images of these (height, width) sizes make one batch: their preprocessed sizes agree (always, with a crop)
     and, with `originals` (answers mapped back to the images), so do their own. A PreprocessError names two that
     differ."""
@@ -157,11 +159,12 @@ def resized_size(height: int, width: int, spec: PreprocessSpec) -> tuple[int, in
     if spec.resize is None:
         return height, width
     if spec.resize_mode == "exact":
-        return spec.resize
+        return cast("tuple[int, int]", spec.resize)  # PreprocessSpec makes it (height, width) in exact mode
     if spec.resize_mode == "bounded":
-        return bounded_size(height, width, *spec.resize)
+        return bounded_size(height, width, *cast("tuple[int, int]", spec.resize))  # (shortest, longest)
     short, long = (width, height) if width <= height else (height, width)
-    new_short, new_long = spec.resize, int(spec.resize * long / short)
+    resize = cast(int, spec.resize)  # PreprocessSpec makes it one int (the shorter side) in shorter mode
+    new_short, new_long = resize, int(resize * long / short)
     return (new_long, new_short) if width <= height else (new_short, new_long)
 
 

@@ -32,13 +32,13 @@ from tritonclient.utils import InferenceServerException
 from modelship.contract.errors import ClientError
 from modelship.contract.jsonfile import JsonObject
 from modelship.serve.model_info import ModelInfo, ModelState, Tensors
+from modelship.serve.protocols import DEFAULT_URLS, WireProtocol
 from modelship.serve.restricted_api import secret_headers
 
-PROTOCOLS = ("http", "grpc")
-DEFAULT_URLS = {"http": "127.0.0.1:8000", "grpc": "127.0.0.1:8001"}
+PROTOCOLS = tuple(WireProtocol)
 
 
-def split_url(url: str | None, protocol: str | None = None) -> tuple[str, str]:
+def split_url(url: str | None, protocol: str | None = None) -> tuple[WireProtocol, str]:
     """(protocol, "host:port") from "http://h:p", "grpc://h:p" or a bare "h:p" (protocol defaults to http)."""
     scheme, _, rest = (url or "").rpartition("://")
     if scheme and scheme not in PROTOCOLS:
@@ -47,9 +47,10 @@ def split_url(url: str | None, protocol: str | None = None) -> tuple[str, str]:
         )
     if scheme and protocol and scheme != protocol:
         raise ClientError(f"URL {url!r} says {scheme}, but --protocol says {protocol}")
-    chosen = scheme or protocol or "http"
-    if chosen not in PROTOCOLS:
-        raise ClientError(f"unknown protocol {chosen!r}", hint="use http or grpc")
+    given = scheme or protocol or WireProtocol.HTTP
+    if given not in PROTOCOLS:
+        raise ClientError(f"unknown protocol {given!r}", hint="use http or grpc")
+    chosen = WireProtocol(given)
     if url is None:
         return chosen, DEFAULT_URLS[chosen]
     address = rest.rstrip("/")
@@ -82,7 +83,7 @@ class TritonClient:
         self.timeout_s = timeout_s
         self.concurrency = concurrency
         self._headers = secret_headers(api_key, self.protocol) or None
-        if self.protocol == "http":
+        if self.protocol is WireProtocol.HTTP:
             self._client: Any = httpclient.InferenceServerClient(
                 self.address, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
             )
@@ -145,7 +146,7 @@ class TritonClient:
         """What the server calls itself ("triton" for Triton), from its metadata."""
         with self._errors(doing="server metadata"):
             metadata = self._client.get_server_metadata()
-        return metadata.name if self.protocol == "grpc" else metadata.get("name", "")
+        return metadata.name if self.protocol is WireProtocol.GRPC else metadata.get("name", "")
 
     # -- repository (behind the secret) ------------------------------------------------------------------------
     def repository_index(self) -> list[ModelState]:
@@ -153,7 +154,7 @@ class TritonClient:
         with self._errors(doing="repository index"):
             index = self._client.get_model_repository_index(headers=self._headers)
         entries = [{"name": m.name, "version": m.version, "state": m.state, "reason": m.reason} for m in index.models] \
-            if self.protocol == "grpc" else index  # fmt: skip
+            if self.protocol is WireProtocol.GRPC else index  # fmt: skip
         return [
             ModelState(e["name"], str(e.get("version", "")), e.get("state", ""), e.get("reason", "")) for e in entries
         ]
@@ -161,7 +162,7 @@ class TritonClient:
     def model_config(self, name: str) -> JsonObject:
         """The config `name` is served with, as Triton's JSON (what `load` takes back)."""
         with self._errors(name, "reading the config"):
-            if self.protocol == "grpc":
+            if self.protocol is WireProtocol.GRPC:
                 return self._client.get_model_config(name, headers=self._headers, as_json=True)["config"]
             return self._client.get_model_config(name, headers=self._headers)
 
@@ -192,7 +193,7 @@ class TritonClient:
             with self._errors(name):
                 if not self._client.is_model_ready(name, version):
                     raise self._unknown(name)
-                if self.protocol == "grpc":
+                if self.protocol is WireProtocol.GRPC:
                     meta = self._client.get_model_metadata(name, version, as_json=True)
                     config = self._client.get_model_config(name, version, as_json=True)["config"]
                 else:
@@ -210,16 +211,16 @@ class TritonClient:
         unknown = [o for o in wanted if o not in known]
         if unknown:
             raise ClientError(f"model {name!r} has no output {unknown[0]!r}", hint=f"outputs: {', '.join(known)}")
-        lib = httpclient if self.protocol == "http" else grpcclient
+        lib = httpclient if self.protocol is WireProtocol.HTTP else grpcclient
         infer_inputs = []
         for spec in info.inputs:
             entry = lib.InferInput(spec.name, list(inputs[spec.name].shape), spec.datatype)
-            if self.protocol == "http":
+            if self.protocol is WireProtocol.HTTP:
                 entry.set_data_from_numpy(np.ascontiguousarray(inputs[spec.name]), binary_data=True)
             else:
                 entry.set_data_from_numpy(np.ascontiguousarray(inputs[spec.name]))
             infer_inputs.append(entry)
-        if self.protocol == "http":
+        if self.protocol is WireProtocol.HTTP:
             requested = [lib.InferRequestedOutput(o, binary_data=True) for o in wanted]
         else:
             requested = [lib.InferRequestedOutput(o) for o in wanted]
@@ -233,7 +234,7 @@ class TritonClient:
         """One checked request; returns {served output name: array}."""
         infer_inputs, requested = self._request(name, inputs, outputs, version)
         with self._errors(name):
-            if self.protocol == "http":
+            if self.protocol is WireProtocol.HTTP:
                 result = self._client.infer(name, infer_inputs, model_version=version, outputs=requested)
             else:
                 result = self._client.infer(
@@ -247,7 +248,7 @@ class TritonClient:
         """Send all `requests` at once (the server's dynamic batcher may merge them); results in request order."""
         prepared = [self._request(name, inputs, outputs, version) for inputs in requests]
         with self._errors(name):
-            if self.protocol == "http":
+            if self.protocol is WireProtocol.HTTP:
                 handles = [
                     self._client.async_infer(name, inputs, model_version=version, outputs=requested)
                     for inputs, requested in prepared
@@ -255,7 +256,9 @@ class TritonClient:
                 return [
                     self._result(h.get_result(), requested) for h, (_, requested) in zip(handles, prepared, strict=True)
                 ]
-            futures = [concurrent.futures.Future() for _ in prepared]
+            futures: list[concurrent.futures.Future[grpcclient.InferResult]] = [
+                concurrent.futures.Future() for _ in prepared
+            ]
             for future, (inputs, requested) in zip(futures, prepared, strict=True):
                 self._client.async_infer(
                     name,

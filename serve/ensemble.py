@@ -25,6 +25,7 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from tritonclient.grpc import model_config_pb2 as mc
@@ -187,7 +188,8 @@ def on_cpu(config: mc.ModelConfig, options: ServingOptions, *, batched: bool = T
 
 
 def _mask_type(plan: PipelinePlan) -> int:
-    return mc.TYPE_UINT8 if mask_dtype(plan.artifact.io.outputs[0].shape[1]) == np.uint8 else mc.TYPE_INT32
+    classes = cast(int, plan.artifact.io.outputs[0].shape[1])  # a static dim: pipeline_plan refuses a mask otherwise
+    return mc.TYPE_UINT8 if mask_dtype(classes) == np.uint8 else mc.TYPE_INT32
 
 
 def pipeline_config(

@@ -15,6 +15,7 @@ from modelship.contract.iospec import ServedNames
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import DEFAULT_TASK
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.serve.triton_config import (
     PARAM_EXPORT,
     PARAM_IO,
@@ -23,8 +24,6 @@ from modelship.serve.triton_config import (
     PARAM_TASK,
     ExportRecord,
 )
-
-Tensors = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ serve.repository's journaled commit applies the plan."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ def install(
     model_name: str,
     number: int,
     version_files: Callable[[Path], None],
-    model_files: dict[str, str | bytes],
+    model_files: Mapping[str, str | bytes],
 ) -> Path:
     """Stage one model into the plan's staging folder (`version_files(version_dir)` writes the version folder,
     `model_files` the model-level files by relative path) and add the renames that install it: a new model

@@ -10,6 +10,7 @@ from modelship.contract.errors import PublishError
 from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import EXPORT_MANIFEST, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
+from modelship.contract.precisions import FP32, PRECISIONS
 from modelship.serve import repository
 from modelship.serve.ensemble import (
     PIPELINE_SUFFIX,
@@ -19,9 +20,21 @@ from modelship.serve.ensemble import (
     plan_pipeline,
 )
 from modelship.serve.text_pipeline import TOKENIZE_SUFFIX, TextPipelinePlan, plan_text_pipeline
-from modelship.tasks import Task
+from modelship.tasks import Preprocessing, Task
 
 AUTO_PIPELINE = "auto"  # a pipeline over the task's artifact (ONNX fp32) when one can be built, else a note why
+
+
+def default_pipeline_artifact(chosen: list[Artifact], task: Task) -> str:
+    """What a `_pipeline` serves when nobody said: the first of the task's formats that is published, and of its
+    artifacts one whose precision serves first (INT8: it ships only when accurate and faster), else its fp32 one."""
+    for artifact_format in task.pipeline_formats:
+        of_format = [a for a in chosen if a.format == artifact_format]
+        first = [a for a in of_format if a.precision in PRECISIONS and PRECISIONS[a.precision].serves_first]
+        fp32 = [a for a in of_format if a.precision == FP32]
+        if first or fp32:
+            return (first or fp32)[0].name
+    return task.pipeline_formats[0]  # not published: pipeline_plan says so
 
 
 def pipeline_plan(
@@ -39,16 +52,16 @@ def pipeline_plan(
     explicit = artifact != AUTO_PIPELINE
     published = {a.name: a for a in chosen}
     if artifact == AUTO_PIPELINE:
-        artifact = next((a for a in task.pipeline_artifacts if a in published), task.pipeline_artifacts[0])
+        artifact = default_pipeline_artifact(chosen, task)
     try:
-        if task.preprocessing == "none":
+        if task.preprocessing is Preprocessing.NONE:
             raise PublishError(f"task {task.name!r} takes no preprocessing", hint="publish without --pipeline")
         if artifact not in published:
             raise PublishError(
                 f"--pipeline-artifact {artifact}: that artifact is not being published",
                 hint=f"publish it too (--artifact {artifact}), or choose one of {', '.join(published)}",
             )
-        if task.preprocessing == "text":
+        if task.preprocessing is Preprocessing.TEXT:
             for suffix in (TOKENIZE_SUFFIX, PIPELINE_SUFFIX):
                 repository.check_model_name(base + suffix)
             return plan_text_pipeline(base, model_names[artifact], published[artifact], manifest.tokenizer), None

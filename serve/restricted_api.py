@@ -10,6 +10,8 @@ import os
 import secrets
 from pathlib import Path
 
+from modelship.serve.protocols import WireProtocol
+
 # Triton's API groups that change a running server, behind the per-server secret; inference, health, metadata,
 # statistics and the model config stay open.
 RESTRICTED_APIS = ("model-repository", "logging", "trace", "shared-memory")
@@ -17,12 +19,12 @@ API_KEY_HEADER = "modelship-api-key"  # the header Triton checks before any rest
 GRPC_HEADER_PREFIX = "triton-grpc-protocol-"  # how a gRPC request carries that header
 
 
-def secret_headers(secret: str | None, protocol: str = "http") -> dict[str, str]:
+def secret_headers(secret: str | None, protocol: WireProtocol = WireProtocol.HTTP) -> dict[str, str]:
     """The header that opens the restricted APIs over `protocol` (empty without a secret): gRPC carries it behind
     GRPC_HEADER_PREFIX."""
     if not secret:
         return {}
-    return {(GRPC_HEADER_PREFIX if protocol == "grpc" else "") + API_KEY_HEADER: secret}
+    return {(GRPC_HEADER_PREFIX if protocol is WireProtocol.GRPC else "") + API_KEY_HEADER: secret}
 
 
 def write_secret(path: Path) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from modelship.contract.errors import ClientError
 from modelship.parity.image_inputs import IMAGES
-from modelship.parity.runner_protocol import BaseRunner
+from modelship.parity.runner_protocol import BaseRunner, SetKind
 from modelship.parity.text_sets import TEXTS
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, Tensors
@@ -49,19 +49,19 @@ class TritonRunner(BaseRunner):
         return 1 if info.inputs and all(t.shape[:1] == (1,) for t in info.inputs) else None
 
     @property
-    def takes(self) -> str:
-        """ "images" for an image pipeline (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
-        preprocessed by the server; it runs on image-file input sets (`{"images": paths}`) only. "texts" for a
+    def takes(self) -> SetKind:
+        """IMAGES for an image pipeline (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
+        preprocessed by the server; it runs on image-file input sets (`{"images": paths}`) only. TEXTS for a
         text pipeline (serve.text_pipeline: its input TEXT), run on sets of texts (`{"texts": strings}`)."""
         inputs = self.info.inputs
         if len(inputs) != 1 or inputs[0].datatype != "BYTES":
-            return "tensors"
-        return TEXTS if inputs[0].name == TEXT else "images"
+            return SetKind.TENSORS
+        return SetKind.TEXTS if inputs[0].name == TEXT else SetKind.IMAGES
 
     def run(self, inputs: Tensors) -> Tensors:
-        if self.takes == TEXTS:
+        if self.takes is SetKind.TEXTS:
             return self._run_texts(inputs)
-        if self.takes == "images":
+        if self.takes is SetKind.IMAGES:
             return self._run_images(inputs)
         info = self.info
         names = info.io_names

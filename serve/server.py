@@ -25,8 +25,9 @@ from modelship.contract.opsets import runtime_target
 from modelship.serve.client import TritonClient
 from modelship.serve.object_store import AWS_VARIABLES, S3Location, is_object_store
 from modelship.serve.ports import check_ports, free_ports, is_loopback, listening
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.restricted_api import API_KEY_HEADER, RESTRICTED_APIS, secret_headers, state_dir, write_secret
-from modelship.serve.stubs import Stub, stub_processes
+from modelship.serve.stubs import StubProcess, stub_processes
 from modelship.serve.triton_install import TritonInstall, backend_directory, server_environment
 
 EXIT_TIMEOUT_S = 5
@@ -106,16 +107,16 @@ class TritonServer:
     @property
     def admin_headers(self) -> dict[str, str]:
         """The HTTP header that opens the restricted APIs (empty when the repository API is closed)."""
-        return secret_headers(self._secret, "http")
+        return secret_headers(self._secret, WireProtocol.HTTP)
 
     @property
     def grpc_admin_headers(self) -> dict[str, str]:
         """The same over gRPC."""
-        return secret_headers(self._secret, "grpc")
+        return secret_headers(self._secret, WireProtocol.GRPC)
 
-    def client(self, protocol: str = "http") -> TritonClient:
+    def client(self, protocol: WireProtocol = WireProtocol.HTTP) -> TritonClient:
         """A client of this server holding its secret (the repository API opens to it); close it after use."""
-        url = self.grpc_url if protocol == "grpc" else self.http_url
+        url = self.grpc_url if WireProtocol(protocol) is WireProtocol.GRPC else self.http_url
         return TritonClient(url, api_key=self._secret, timeout_s=self.startup_timeout_s, concurrency=1)
 
     @property
@@ -219,6 +220,7 @@ class TritonServer:
         self.startup_s = time.perf_counter() - began
 
     def _wait_ready(self) -> None:
+        assert self.process is not None and self.metrics_port is not None  # _launch started it on start()'s ports
         deadline = time.monotonic() + self.startup_timeout_s
         with self.client() as client:
             while time.monotonic() < deadline:
@@ -245,7 +247,7 @@ class TritonServer:
             return ""
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
-    def stubs(self) -> dict[int, Stub]:
+    def stubs(self) -> dict[int, StubProcess]:
         """The Python-backend stub processes of this server by pid (their shared-memory regions and, for object
         storage, the temporary model copies they load from are noted, to be removed at stop)."""
         if self.process is None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from modelship.contract.errors import ClientError, ServeError
@@ -56,7 +56,7 @@ class Supervisor:
     restarts: int = 0
     reloads: int = 0
     events: list[dict] = field(default_factory=list)
-    _stubs: dict[int, Stub] = field(default_factory=dict)
+    _stubs: Mapping[int, Stub] = field(default_factory=dict)
     _suspects: dict[tuple[str, str], Suspect] = field(default_factory=dict)  # (model, version) whose stub went
     _failures: int = 0
     _up_since: float = field(default_factory=time.monotonic)
@@ -82,7 +82,7 @@ class Supervisor:
         self._watch(stubs)
         return crashed
 
-    def _crashed(self, gone: list[Stub], alive: dict[int, Stub]) -> list[str]:
+    def _crashed(self, gone: list[Stub], alive: Mapping[int, Stub]) -> list[str]:
         """The models among the vanished stubs' that crashed: Triton still lists their (model, version) READY,
         GRACE_S after fewer stubs served it than before. A stub whose version was unloaded, replaced or was being
         loaded ended because Triton ended it (its version leaves READY), and so did a model-level stub (a load starts
@@ -98,11 +98,11 @@ class Supervisor:
         before = Counter((stub.model(names), stub.version) for stub in self._stubs.values())
         now = Counter((stub.model(names), stub.version) for stub in alive.values())
         for stub in gone:
-            key = (stub.model(names), stub.version)
-            if not key[0]:
+            model, version = stub.model(names), stub.version
+            if not model:
                 self._closed(stub, "ended: a model-level stub (a load starts and ends it)")
-            elif now[key] < before[key]:
-                self._suspects.setdefault(key, Suspect(time.monotonic())).stubs.append(stub)
+            elif now[model, version] < before[model, version]:
+                self._suspects.setdefault((model, version), Suspect(time.monotonic())).stubs.append(stub)
             else:
                 self._closed(stub, "ended: another stub serves its version")
         for key in [key for key in self._suspects if key not in ready]:
@@ -114,7 +114,7 @@ class Supervisor:
                 self._closed(stub, f"died: its version still READY {GRACE_S:.0f} s later")
         return sorted({model for model, _ in due})
 
-    def _watch(self, stubs: dict[int, Stub], ended: str = "") -> None:
+    def _watch(self, stubs: Mapping[int, Stub], ended: str = "") -> None:
         """Watch `stubs` from now on (a line for each new one); `ended`: why those no longer there ended, when the
         caller knows it (a reload, a restart; a poll has judged them itself)."""
         for pid, stub in self._stubs.items():

@@ -30,7 +30,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract import dtypes
-from modelship.contract.artifacts import PLATFORMS, SERVED_FILES, VARIANTS
+from modelship.contract.artifacts import PLATFORMS, SERVED_FILES
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
 from modelship.contract.jsonfile import JsonObject
@@ -226,10 +226,8 @@ def build_config(
         parameters[PARAM_LABELS] = json.dumps(list(labels))
     if export_info:
         parameters[PARAM_EXPORT] = json.dumps(export_info.to_dict(), sort_keys=True, default=str)
-    if artifact.name in VARIANTS:  # a variant's own config fragment (fp16 ONNX: the optimizer it must not run)
-        parameters.update(VARIANTS[artifact.name].triton_parameters)
-    if artifact.details is not None:  # what its export recorded for operators (INT8: the CPUs its verdict holds on)
-        parameters.update(artifact.details.triton_parameters())
+    if artifact.details is not None:  # its variant's fragment (fp16 ONNX: the optimizer it must not run; INT8: the
+        parameters.update(artifact.details.triton_parameters())  # CPUs its verdict holds on)
     for key, value in parameters.items():
         config.parameters[key].string_value = value
     return config

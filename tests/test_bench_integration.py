@@ -26,4 +26,5 @@ def test_bench_quick_transport_suite_writes_one_report_and_a_baseline_it_matches
     assert payload["baselines_saved"] == [str(baselines / "transport-quick.json")]
     again = CliRunner().invoke(main, ["bench", "--from-run", payload["json"], "--against", str(baselines), "--json"])
     assert again.exit_code == 0, again.output
-    assert json.loads(again.stdout)["comparison"]["summary"] == "1 row compared: 1 same"
+    # the same figures: never a change; a run whose own spread is wide is "noisy" (not judged) rather than "same"
+    assert json.loads(again.stdout)["comparison"]["summary"] in {"1 row compared: 1 same", "1 row compared: 1 noisy"}

@@ -100,3 +100,36 @@ def test_the_walk_sees_lazy_imports(tmp_path: Path) -> None:
     source = tmp_path / "lazy.py"
     source.write_text("def f():\n    from modelship.cli.main import main\n")
     assert imported(source, "modelship.contract.lazy") == [(2, "modelship.cli.main")]
+
+
+def test_the_contract_has_no_import_circle() -> None:
+    """Within the bottom layer every import, lazy or for type checkers only, points one way: no module needs one that
+    needs it back (a circle hidden behind a function-level import, a bottom-of-file import or TYPE_CHECKING)."""
+    contract = {name: path for name, path in MODULES.items() if layer_of(name) == 0}
+    needs = {name: (_submodules_imported(path) & set(contract)) - {name} for name, path in contract.items()}
+    visiting: list[str] = []
+    done: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in done:
+            return
+        assert name not in visiting, " -> ".join([*visiting[visiting.index(name) :], name])
+        visiting.append(name)
+        for other in sorted(needs[name]):
+            visit(other)
+        visiting.pop()
+        done.add(name)
+
+    for name in sorted(contract):
+        visit(name)
+
+
+def _submodules_imported(path: Path) -> set[str]:
+    """Every module `path` imports by absolute name, a `from package import module` counted as the module."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return found

@@ -28,7 +28,7 @@ from modelship.parity import (
     register_compare,
 )
 from modelship.parity.runner_protocol import BaseRunner
-from modelship.tasks import TASKS, Task, choose_task, register_task
+from modelship.tasks import TASKS, Preprocessing, Task, choose_task, register_task
 from tests.cli_contract import invoke
 
 REL_EPS = 1e-6
@@ -138,7 +138,7 @@ def regression() -> Iterator[Task]:
             "one float per row, judged by relative error",
             lambda spec: "relative",
             _claims,
-            preprocessing="none",
+            preprocessing=Preprocessing.NONE,
         )
     )
     yield task

@@ -14,12 +14,14 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
 from modelship.bench.report import Row
 from modelship.bench.stats import ratio
 from modelship.bench.workspace import Export, Workspace
+from modelship.contract.artifact_details import OnnxDetails
 from modelship.export.torchscript import jit_deprecation_silenced
 
 SUITE = "export"
@@ -55,7 +57,8 @@ def bare_steps(export: Export, folder: Path) -> dict[str, float]:
 
     spec = export.manifest.io.inputs[0]
     rng = np.random.default_rng(0)
-    sets = [rng.standard_normal((b, *spec.shape[1:]), dtype=np.float32) for b in VERIFY_BATCHES]
+    dims = cast(tuple[int, ...], spec.shape[1:])  # the bench's image model: every dim but the batch is static
+    sets = [rng.standard_normal((b, *dims), dtype=np.float32) for b in VERIFY_BATCHES]
     model = export.eager
     seconds: dict[str, float] = {}
 
@@ -94,7 +97,9 @@ def bare_steps(export: Export, folder: Path) -> dict[str, float]:
         seconds["script torchscript_fp16"] = _timed(lambda: loaded_half.append(script(half, folder / "bare16.pt")))
         seconds["verify torchscript_fp16"] = _timed(lambda: run_torch(loaded_half[0], half=True))
     onnx_path = folder / "bare.onnx"
-    opset = export.manifest.artifact("onnx").details.opset
+    details = export.manifest.artifact("onnx").details
+    assert isinstance(details, OnnxDetails)  # an onnx artifact's details, as the manifest reads them back
+    opset = details.opset
     batch = torch.export.Dim("batch", min=1)
     example = (torch.from_numpy(sets[1][:2]),)
     seconds["export onnx"] = _timed(

@@ -57,12 +57,18 @@ def _publish(folder: Path, repo: str, key: str, version: int) -> None:
     publish_to(repo, folder, PublishOptions(name=key, artifacts=("onnx",), version=version, pipeline=None))
 
 
+def _api_key(server: TritonServer) -> str:
+    """The secret of a started server's repository API."""
+    assert server.api_key_file is not None  # written when it started with its repository API
+    return server.api_key_file.read_text().strip()
+
+
 def _rollout_seconds(ws: Workspace, repo: str, model: str, folder: Path, size: int) -> float:
     """Seconds for `rollout` of version 2 to `size` servers that serve version 1 of `repo`."""
     ws.log(f"fleet: rollout to {size} server(s) from {repo.split('://')[0] if '://' in repo else 'a folder'}")
     with ExitStack() as stack:
         servers = [stack.enter_context(TritonServer(repo, explicit_models=[model])) for _ in range(size)]
-        targets = [Target(s.http_url, s.api_key_file.read_text().strip()) for s in servers]
+        targets = [Target(s.http_url, _api_key(s)) for s in servers]
         rollout(model, 1, targets, folder)  # every server on version 1 first
         result = rollout(model, 2, targets, folder)
         if not result.ok:

@@ -81,6 +81,7 @@ def _export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
 def _export(ws: Workspace, name: str, checkpoint: Path, photos: Path | None, tolerances: dict[str, JsonObject]) -> Path:
     from modelship.checkpoint import LoadOptions, load_model
     from modelship.contract.manifest import Source
+    from modelship.export.precision.int8.options import Int8Options
     from modelship.export.run import run_export
     from modelship.export.spec import ExportSpec
 
@@ -90,8 +91,7 @@ def _export(ws: Workspace, name: str, checkpoint: Path, photos: Path | None, tol
         ws.root / "exports" / f"precision-{name}",
         formats=("onnx",),
         precisions=("fp16", "int8"),
-        calibration=photos,
-        keep_slower=True,
+        options=(Int8Options(calibrate=photos, keep_slower=True),),
         tolerances=tolerances,
         batch_sizes=(1, BATCHES[-1]),
         force=True,

@@ -16,6 +16,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 from modelship.bench.loadgen import run_load
 from modelship.bench.measure import InProcess, latency_notes, served, standalone_throughput
@@ -28,8 +29,17 @@ from modelship.bench.tuning import set_intra_op_threads
 from modelship.bench.workspace import MODELS, BenchPlan, Workspace, sample_inputs
 from modelship.serve.server import TritonServer
 
+
+class PerfPoint(TypedDict):
+    """The point perf_analyzer measures."""
+
+    batch: int
+    concurrency: int
+    protocol: str
+
+
 SUITE = "serving"
-PA_POINT = {"batch": 8, "concurrency": 4, "protocol": "grpc"}
+PA_POINT: PerfPoint = {"batch": 8, "concurrency": 4, "protocol": "grpc"}
 STANDALONE_RATIO = "bench's in-process worker / a standalone program"
 BASELINE_TOLERANCE = 0.05
 # perf_analyzer's own stability rule (3 windows within 20%) failed on this machine's noise and killed the row; the
@@ -47,8 +57,9 @@ def run(ws: Workspace) -> list[Row]:
     for key in plan.serving_models:
         repo = ws.repo(f"{SUITE}-{key}")
         model = ws.publish(repo, key)
-        if MODELS[key].serving_threads is not None:
-            set_intra_op_threads(repo / model, MODELS[key].serving_threads)
+        threads = MODELS[key].serving_threads
+        if threads is not None:
+            set_intra_op_threads(repo / model, threads)
         rounds = plan.rounds_for(key)
         points: dict[str, RepeatedPoint] = {}
         for index in range(rounds):
@@ -215,7 +226,10 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
     median of their ratios."""
     plan = ws.plan
     key = plan.main_model
-    point = dict(PA_POINT, concurrency=max(c for c in plan.concurrencies[key] if c <= PA_POINT["concurrency"]))
+    point: PerfPoint = {
+        **PA_POINT,
+        "concurrency": max(c for c in plan.concurrencies[key] if c <= PA_POINT["concurrency"]),
+    }
     case = f"{key} onnx b{point['batch']} c{point['concurrency']} {point['protocol']} perf_analyzer vs loadgen"
     ratio_of = "perf_analyzer / loadgen throughput"
     ours = loads[key, point["batch"], point["concurrency"], point["protocol"]]

@@ -78,9 +78,9 @@ def _measure(ws: Workspace, choice: VisionModel, export: Path, jpeg: bytes) -> l
     point_plan = replace(ws.plan, window_s=ws.plan.point_window_s)
     request = {IMAGE: np.array([[jpeg]], dtype=object)}
     rows = []
-    runtime = {"torchscript_output": choice.output} if choice.artifact == "torchscript" else {}
+    torchscript_output = choice.output if choice.artifact == "torchscript" else None
     artifact = export / manifest.artifact(choice.artifact).file
-    with TritonServer(repo) as server, InProcess(artifact, **runtime) as in_process:
+    with TritonServer(repo) as server, InProcess(artifact, torchscript_output=torchscript_output) as in_process:
         expected = in_process.image_pipeline(jpeg, spec, mask=choice.output == "MASK")
         for concurrency in CONCURRENCIES:
             ws.log(f"vision: {pipeline} c{concurrency} vs in-process decode + preprocess + {choice.artifact}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -19,13 +20,15 @@ from modelship.preprocess.image import load_image
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
 
+Box = tuple[float, float, float, float]
+
 
 @dataclass(frozen=True)
 class Detection:
     index: int
     label: str
     score: float
-    box: tuple[float, float, float, float]  # x1, y1, x2, y2 in the photo's pixels
+    box: Box  # x1, y1, x2, y2 in the photo's pixels
 
     def to_dict(self) -> dict[str, object]:
         return {"index": self.index, "label": self.label, "score": self.score, "box": list(self.box)}
@@ -73,7 +76,7 @@ def detect(
         boxes, scores, labels = (np.asarray(result[served[name]])[0, :count] for name in ("boxes", "scores", "labels"))
         keep = scores >= min_score
         found = [
-            Detection(int(c), label_for(int(c), info.labels), float(s), tuple(float(v) for v in b))
+            Detection(int(c), label_for(int(c), info.labels), float(s), cast(Box, tuple(float(v) for v in b)))
             for b, s, c in zip(boxes[keep], scores[keep], labels[keep], strict=True)
         ]
         drawn = None if save is None else save / f"{Path(path).stem}_boxes.png"

@@ -23,12 +23,13 @@ from modelship.cli.loader_options import load_flags
 from modelship.cli.main import emit_json, json_option, make_console, parse_batch_sizes
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.cli.variant_flags import VariantFlagsCommand, chosen
-from modelship.contract.cpu_kinds import CpuKind
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
 from modelship.contract.jsonfile import JsonObject
+from modelship.contract.opsets import OnnxExporter
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.checkpoint import LoadOptions
+    from modelship.export.precision.registry import VariantOptions
     from modelship.export.spec import ExportSpec, FormatChoice
     from modelship.parity import ToleranceOverrides
 
@@ -37,16 +38,12 @@ DEFAULT_OUT = Path("exports")
 
 @dataclass(frozen=True)
 class ExportFlags:
-    """export-model's own flags; `spec` turns them into the pipeline's ExportSpec. `formats` and `precisions`: the
-    generated format and precision flags given (cli.variant_flags)."""
+    """export-model's own flags; `spec` turns them into the pipeline's ExportSpec. `formats`, `precisions` and
+    `options`: the generated format and precision flags given and each precision's options (cli.variant_flags)."""
 
     formats: tuple[str, ...]
     precisions: tuple[str, ...]
-    fp16_io: bool
-    fp16_keep: tuple[str, ...]
-    calibrate: Path | None
-    keep_slower: bool
-    int8_cpu: str | None
+    options: tuple[VariantOptions, ...]
     require_variants: bool
     preprocess: str | None
     out: Path
@@ -87,14 +84,10 @@ class ExportFlags:
             out_dir=Path(self.out) / name,
             formats=self.format_choice().formats,
             precisions=self.precisions,
-            fp16_io=self.fp16_io,
-            fp16_keep=tuple(self.fp16_keep),
-            calibration=self.calibrate,
-            keep_slower=self.keep_slower,
-            int8_cpu=CpuKind(self.int8_cpu) if self.int8_cpu else None,
+            options=self.options,
             require_variants=self.require_variants,
             opset=self.opset,
-            exporter=self.exporter,
+            exporter=None if self.exporter is None else OnnxExporter(self.exporter),  # a --exporter choice
             trace=self.trace,
             input_options=tuple(self.inputs),
             dynamic=parse_axes(self.dynamic),
@@ -109,38 +102,6 @@ class ExportFlags:
 export_flags = flag_group(
     "flags",
     [
-        click.option(
-            "--fp16-io",
-            is_flag=True,
-            help="fp16 variants (ONNX and TorchScript) take and return float16. Default: float32 I/O with the "
-            "casts inside the model, so clients and Triton's classification extension see FP32.",
-        ),
-        click.option(
-            "--fp16-keep",
-            multiple=True,
-            metavar="MODULE",
-            help="Keep this module (dotted name, e.g. blocks.3.attn) in fp32 in the fp16 variants; repeatable. "
-            "export-model prints these flags when it had to find such modules itself.",
-        ),
-        click.option(
-            "--calibrate",
-            type=click.Path(path_type=Path),
-            default=None,
-            metavar="DATA",
-            help="--int8: real inputs to calibrate on, run through the export's own preprocessing: a folder of "
-            "images (a few hundred like production's; at least 10) or, for a text model, a file of lines. 1 in 5 "
-            "is held back to judge the INT8 model. A text model without it is quantized dynamically.",
-        ),
-        click.option(
-            "--int8-cpu",
-            type=click.Choice([kind.value for kind in CpuKind]),
-            default=None,
-            help="--int8: the kind of x86 CPU the model will be served on. vnni (AVX-512 VNNI or AVX-VNNI): "
-            "full-range weights are judged too, often closer to fp32, and a variant using them holds on VNNI CPUs "
-            "only; avx2: 7-bit weights, which hold on any x86-64 CPU (on an AVX2 CPU full-range weights are judged "
-            "with their saturation). Default: this machine's kind. Recorded in the manifest and the published "
-            "config.",
-        ),
         click.option(
             "--require-variants",
             is_flag=True,
@@ -158,11 +119,6 @@ export_flags = flag_group(
             "metadata and <ckpt>.json sidecar.",
         ),
         click.option(
-            "--keep-slower",
-            is_flag=True,
-            help="--int8: write the INT8 variant even when it measured slower than fp32 on this machine.",
-        ),
-        click.option(
             "--out",
             type=click.Path(file_okay=False, path_type=Path),
             default=DEFAULT_OUT,
@@ -177,7 +133,7 @@ export_flags = flag_group(
         ),
         click.option(
             "--exporter",
-            type=click.Choice(["dynamo", "legacy"]),
+            type=click.Choice([e.value for e in OnnxExporter]),
             default=None,
             help="ONNX exporter: torch.export based (dynamo) or TorchScript-based (legacy). Default: dynamo, or "
             "what the model kind needs (legacy for detectors, which torch.export cannot export).",
@@ -307,6 +263,7 @@ def export_command(
     for line in kept_fp32_lines(result.manifest):
         click.echo(line)
     for art in result.manifest.artifacts:
+        assert art.details is not None  # an Artifact made without details gets its format's defaults
         for line in art.details.lines():
             click.echo(f"{art.name}: {line}")
     for declined in result.manifest.declined:

@@ -14,7 +14,8 @@ from rich.table import Table
 from modelship.contract.jsonfile import JsonObject
 
 if TYPE_CHECKING:
-    from modelship.contract.manifest import Manifest
+    from modelship.contract.artifact_details import ArtifactDetails
+    from modelship.contract.manifest import Artifact, Manifest
     from modelship.contract.parity_report import ParityReport
 
 Row = tuple[str, "int | None", "ParityReport | None"]  # artifact, size in bytes, its parity
@@ -62,20 +63,26 @@ def kept_fp32_lines(manifest: Manifest) -> list[str]:
     """One line per fp16 artifact that keeps parts in fp32: which modules (and ONNX nodes), and why."""
     lines = []
     for art in manifest.artifacts:
-        modules = art.details.kept_in_fp32()
+        details = _details(art)
+        modules = details.kept_in_fp32()
         if modules:
             shown = "; ".join(f"{m} ({', '.join(dict.fromkeys(ops))})" if ops else m for m, ops in modules.items())
-            reason = art.details.kept_reason()
+            reason = details.kept_reason()
             why = f" - e.g. {reason}" if reason else ""
             lines.append(f"{art.name}: kept in fp32 to stay within float16's range: {shown}{why}")
-        if art.details.fp16_keep:
-            flags = " ".join(f"--fp16-keep {m}" for m in art.details.fp16_keep)
+        if details.fp16_keep:
+            flags = " ".join(f"--fp16-keep {m}" for m in details.fp16_keep)
             lines.append(f"{art.name}: reproduce with {flags}")
     return lines
 
 
+def _details(art: Artifact) -> ArtifactDetails:
+    assert art.details is not None  # an Artifact made without details gets its format's defaults
+    return art.details
+
+
 def rows_from_manifest(manifest: Manifest) -> list[Row]:
-    return [(a.name, a.details.bytes or None, a.parity) for a in manifest.artifacts]
+    return [(a.name, _details(a).bytes or None, a.parity) for a in manifest.artifacts]
 
 
 def rows_from_parity(reports: dict[str, JsonObject]) -> list[Row]:

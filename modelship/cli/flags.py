@@ -41,7 +41,7 @@ class PrecisionChoice(click.Choice):
     def __init__(self) -> None:
         super().__init__((), case_sensitive=True)
 
-    @property  # type: ignore[override]
+    @property
     def choices(self) -> tuple[str, ...]:
         from modelship.contract.precisions import precision_names
 

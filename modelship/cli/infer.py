@@ -161,11 +161,11 @@ def infer_command(
             )
         per_photo = _per_photo(client, info, list(images), save, min_score)
         if per_photo is not None:
-            key, answers, show = per_photo
+            key, photo_answers, show = per_photo
             if as_json:
-                emit_json({"ok": True, "model": model, "url": client.url, key: [a.to_dict() for a in answers]})
+                emit_json({"ok": True, "model": model, "url": client.url, key: [a.to_dict() for a in photo_answers]})
                 return
-            show(answers)
+            show(photo_answers)
             return
         if save is not None:
             raise UsageError(f"--save: model {model!r} is a {info.task} model; --save draws segmentations and boxes")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -74,7 +75,7 @@ def print_load_report(console: Console, r: LoadReport) -> None:
     console.print("[green]OK[/]: every weight loaded" if r.ok else "[red]FAILED[/]")
 
 
-def _table(console: Console, title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(console: Console, title: str, columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     if not rows:
         return
     table = Table(*columns, title=f"{title}: {len(rows)}", title_justify="left")

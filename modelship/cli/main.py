@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "inspect": ("modelship.cli.inspect:inspect_command", "Load a checkpoint, rebuild its model, report every key."),
     "export": ("modelship.cli.export:export_command", "Export TorchScript/ONNX (fp32, fp16) and verify parity."),
     "parity": ("modelship.cli.parity:parity_command", "Check an export's parity against PyTorch or golden data."),
+    "parity-suite": ("modelship.cli.parity_suite:parity_suite_command", "Run the parity suite on your checkpoints."),
     "publish": ("modelship.cli.publish:publish_command", "Publish an export to a Triton model repository."),
     "serve": ("modelship.cli.serve:serve_command", "Serve a model repository with a local Triton server."),
     "infer": ("modelship.cli.infer:infer_command", "Classify images with a served model over HTTP or gRPC."),

@@ -218,7 +218,7 @@ def parity_command(
                 click.echo(f"  => {line}")
     if not result.passed:
         failed = [r for r in reports if not r.passed]
-        why = next(iter(result.diagnoses.values()), None) or next(r.failures() or [r.error] for r in failed)[0]
+        why = next(iter(result.diagnoses.values()), None) or next(r.failures() or [str(r.error)] for r in failed)[0]
         raise ParityError(
             f"{len(failed)} of {len(reports)} failed parity against {result.reference}: "
             f"{', '.join(r.candidate for r in failed)} - {why}",

@@ -279,8 +279,8 @@ def _print_summary(summary: ServeSummary) -> None:
     click.echo(f"  models   ({len(summary.models)})")
     for model in summary.models:
         click.echo(f"    {model.name:<40} v{model.version:<4} {model.state}")
-    for model in summary.failed:
-        click.secho(f"    {model.name:<40} FAILED: {model.reason[:200]}", fg="red")
+    for failure in summary.failed:
+        click.secho(f"    {failure.name:<40} FAILED: {failure.reason[:200]}", fg="red")
     for target in summary.restored:
         click.echo(f"  restored {target} (a publish was interrupted)")
     for warning in summary.cpu_warnings:

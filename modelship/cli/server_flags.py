@@ -40,7 +40,7 @@ def protocol_option(address_flag: str, default: str | None) -> Decorator:
     """`--protocol` for the server address given by `address_flag`, when that address has no scheme."""
     return click.option(
         "--protocol",
-        type=click.Choice(PROTOCOLS),
+        type=click.Choice([p.value for p in PROTOCOLS]),
         default=default,
         show_default=default is not None,
         help=f"http (default port 8000) or grpc (8001), for {address_flag} when its URL has no scheme.",

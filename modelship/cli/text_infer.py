@@ -17,7 +17,7 @@ from modelship.parity.text_sets import read_text_file, refuse_non_utf8
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo
 from modelship.serve.text_pipeline import TEXT
-from modelship.tasks import TASKS
+from modelship.tasks import TASKS, Preprocessing
 from modelship.tasks.classification import top_k
 from modelship.tasks.text import SENTENCE_EMBEDDING, TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION
 
@@ -54,7 +54,7 @@ def takes_texts(info: ModelInfo) -> bool:
     """Whether the served model is a text model (its task is fed by a tokenizer): a text pipeline, or the model
     behind one."""
     task = TASKS.get(info.task)
-    return task is not None and task.preprocessing == "text"
+    return task is not None and task.preprocessing is Preprocessing.TEXT
 
 
 def ask_texts(client: TritonClient, info: ModelInfo, texts: list[str], k: int) -> TextAnswers:

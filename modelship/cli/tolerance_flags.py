@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from modelship.cli.flags import flag_group
+from modelship.cli.flags import Decorator, flag_group
 from modelship.contract.precisions import PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def _flag(precision: Precision, field: str) -> str:
     return f"{precision.tolerance_flag}{field}"
 
 
-def _option(precision: Precision, field: str) -> click.Option:
+def _option(precision: Precision, field: str) -> Decorator:
     default = getattr(precision.tolerance, field)
     what = "absolute" if field == "atol" else "relative"
     judged = "" if precision.tolerance.elementwise else ", a figure for the record, not a bar"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from modelship.contract.labels import label_for
-from modelship.tasks.registry import DEFAULT_TASK, Prediction, Task, register_task
+from modelship.tasks.registry import DEFAULT_TASK, Prediction, Preprocessing, Task, register_task
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -44,7 +44,7 @@ CLASSIFICATION = register_task(
         name=DEFAULT_TASK,
         description="class scores per image, compared as logits by tolerance and top-k; served with its labels",
         output_kind=lambda spec: "logits",
-        preprocessing="image",
+        preprocessing=Preprocessing.IMAGE,
         labels=True,
         answer=top_k,
     )

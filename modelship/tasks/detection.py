@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.iospec import IOSpec, TensorSpec
+from modelship.contract.opsets import OnnxExporter
 from modelship.contract.parity_report import PART
-from modelship.tasks.registry import Task, register_task
+from modelship.tasks.registry import Preprocessing, Task, register_task
 
 
 def output_kind(spec: TensorSpec) -> str:
@@ -28,14 +29,14 @@ DETECTION = register_task(
         description="boxes, scores and labels per image, boxes matched one to one and compared on pixels and scores",
         output_kind=output_kind,
         claims=claims,
-        preprocessing="image",
+        preprocessing=Preprocessing.IMAGE,
         labels=True,
         label_output=False,
         dynamic=("height", "width"),
-        onnx_exporter="legacy",
+        onnx_exporter=OnnxExporter.LEGACY,
         onnx_why="torch.export cannot export torchvision's detectors (data-dependent box counts; pytorch/vision#9462)",
         onnx_single_row=True,
-        pipeline_artifacts=("torchscript", "onnx_int8", "onnx"),  # ONNX graphs take one image: one per request
+        pipeline_formats=("torchscript", "onnx"),  # ONNX graphs take one image: one per request
         pipeline_same_size=True,
     )
 )

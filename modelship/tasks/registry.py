@@ -14,15 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
 from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.manifest import DEFAULT_TASK
+from modelship.contract.opsets import OnnxExporter
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.registry import Registry
 
-PREPROCESSING = ("image", "text", "none")  # what turns a request into inputs: a PreprocessSpec, a tokenizer, nothing
+
+class Preprocessing(StrEnum):
+    """What turns a request into the model's inputs."""
+
+    IMAGE = "image"  # a PreprocessSpec
+    TEXT = "text"  # a tokenizer
+    NONE = "none"  # nothing: the request is the tensors
 
 
 @dataclass(frozen=True)
@@ -48,8 +56,8 @@ class Task:
     task when nobody said; `answer(scores, labels, k)`: per row, what `modelship infer` shows (None: the task has
     no answer to show yet); `dynamic`: the image axes its models take at any size unless --dynamic says
     otherwise; `pipeline_mask`: its served `_pipeline` ends with the class mask of its first output at the photo's
-    own size (a `_postprocess` step); `pipeline_artifacts`: what its `_pipeline` serves by default (the first
-    published of them);
+    own size (a `_postprocess` step); `pipeline_formats`: the formats its `_pipeline` serves by default, the first
+    published of them (at the precision that serves first: contract.precisions);
     `pipeline_same_size`: its answers (boxes) are in the input's pixels: the pipeline must not crop, and puts them
     back on the photo after a resize (a `_postprocess` step);
     `labels`: its models have class labels (published as labels.txt, shown by `modelship infer`); `label_output`:
@@ -62,15 +70,15 @@ class Task:
     description: str
     output_kind: Callable[[TensorSpec], str]
     claims: Callable[[IOSpec], bool] = lambda io: False
-    preprocessing: str = "image"
+    preprocessing: Preprocessing = Preprocessing.IMAGE
     labels: bool = False
     label_output: bool = True
     answer: Answer | None = None
     dynamic: tuple[str, ...] = ()
     pipeline_mask: bool = False
-    pipeline_artifacts: tuple[str, ...] = ("onnx_int8", "onnx")  # INT8 ships only measured faster and passing
+    pipeline_formats: tuple[str, ...] = ("onnx",)
     pipeline_same_size: bool = False
-    onnx_exporter: str | None = None
+    onnx_exporter: OnnxExporter | None = None
     onnx_why: str = ""
     onnx_single_row: bool = False
 
@@ -82,9 +90,7 @@ class Task:
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
             raise ValueError(f"a task name is a plain name (letters, digits, - and _), got {self.name!r}")
-        if self.preprocessing not in PREPROCESSING:
-            known = ", ".join(PREPROCESSING)
-            raise ValueError(f"task preprocessing must be one of {known}, got {self.preprocessing!r}")
+        object.__setattr__(self, "preprocessing", Preprocessing(self.preprocessing))
 
     def output_kinds(self, io: IOSpec) -> dict[str, str]:
         """Output name -> compare kind, for every output of `io`."""
@@ -94,9 +100,9 @@ class Task:
 TASKS: Registry[Task] = Registry("task")
 
 
-def register_task(task: Task) -> Task:
-    """Add `task` under its name; another task under a name already taken is refused."""
-    return TASKS.add(task.name, task)
+def register_task(task: Task, *, replace: bool = False) -> Task:
+    """Add `task` under its name; another task under a name already taken is refused unless `replace`."""
+    return TASKS.add(task.name, task, replace=replace)
 
 
 def get_task(name: str) -> Task:

@@ -5,7 +5,7 @@ tensors. Height and width are dynamic by default: a segmenter takes images of an
 from __future__ import annotations
 
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.tasks.registry import Task, register_task
+from modelship.tasks.registry import Preprocessing, Task, register_task
 
 
 def is_mask(spec: TensorSpec, io: IOSpec | None = None) -> bool:
@@ -29,7 +29,7 @@ SEGMENTATION = register_task(
         description="per-pixel class scores, compared as masks (pixel agreement, per-class IoU) and as logits",
         output_kind=lambda spec: "mask" if is_mask(spec) else "tensor",
         claims=claims,
-        preprocessing="image",
+        preprocessing=Preprocessing.IMAGE,
         labels=True,
         label_output=False,
         dynamic=("height", "width"),

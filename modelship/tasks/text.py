@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from modelship.contract.iospec import IOSpec
 from modelship.tasks.classification import top_k
-from modelship.tasks.registry import Task, register_task
+from modelship.tasks.registry import Preprocessing, Task, register_task
 
 
 def _takes_tokens(io: IOSpec) -> bool:
@@ -37,7 +37,7 @@ TEXT_CLASSIFICATION = register_task(
         description="class scores per text, compared as logits by tolerance and top-k; served with its labels",
         output_kind=lambda spec: "logits",
         claims=_claims("logits", 2),
-        preprocessing="text",
+        preprocessing=Preprocessing.TEXT,
         labels=True,
         answer=top_k,
     )
@@ -48,7 +48,7 @@ TOKEN_CLASSIFICATION = register_task(
         description="class scores per token, compared as logits by tolerance and top-k over every token",
         output_kind=lambda spec: "token_logits",
         claims=_claims("logits", 3),
-        preprocessing="text",
+        preprocessing=Preprocessing.TEXT,
         labels=True,
     )
 )
@@ -58,6 +58,6 @@ SENTENCE_EMBEDDING = register_task(
         description="one vector per text, compared by cosine similarity per row and element-wise tolerance",
         output_kind=lambda spec: "tensor",
         claims=_claims("embedding", 2),
-        preprocessing="text",
+        preprocessing=Preprocessing.TEXT,
     )
 )

@@ -9,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from modelship.contract.jsonfile import JsonObject
 from modelship.testing.realistic import make_realistic
+
+if TYPE_CHECKING:
+    from transformers import DetrForObjectDetection
 
 SEED = 0
 
@@ -30,6 +33,27 @@ class VisionFolder:
     processor_settings: JsonObject
     labels: int
     heads: Callable[[torch.nn.Module, torch.Tensor], None] | None = None  # makes it realistic instead of make_realistic
+
+
+QUERY_FOCUS = 100.0  # cross-attention logits scaled this much: each query looks at its own part of the image
+CLASS_SPREAD = 2.0  # the class logits' standard deviation, as a trained head's
+BOX_SPREAD = 40.0  # the box head's last layer scaled up: boxes of many sizes and places
+
+
+@torch.no_grad()
+def _realistic_detr(model: DetrForObjectDetection, pixels: torch.Tensor) -> None:
+    """A fresh DETR answers the same box for every query (its query embeddings start near zero and its cross-attention
+    is uniform): the queries drawn at unit scale, the cross-attention sharpened, the class and box heads scaled to a
+    trained one's spread on `pixels`."""
+    generator = torch.Generator().manual_seed(SEED)
+    queries = model.model.query_position_embeddings.weight
+    queries.copy_(torch.randn(queries.shape, generator=generator))
+    for layer in model.model.decoder.layers:
+        layer.encoder_attn.q_proj.weight.mul_(QUERY_FOCUS**0.5)
+        layer.encoder_attn.k_proj.weight.mul_(QUERY_FOCUS**0.5)
+    cast(torch.nn.Linear, model.bbox_predictor.layers[-1]).weight.mul_(BOX_SPREAD)
+    logits = model(pixel_values=pixels).logits
+    model.class_labels_classifier.weight.mul_(CLASS_SPREAD / float(logits.std()))
 
 
 FOLDERS = {
@@ -84,12 +108,9 @@ FOLDERS = {
         "DetrImageProcessor",
         {"size": {"shortest_edge": 320, "longest_edge": 512}},
         5,
-        heads=lambda model, pixels: _realistic_detr(model, pixels),
+        heads=lambda model, pixels: _realistic_detr(cast("DetrForObjectDetection", model), pixels),
     ),
 }
-QUERY_FOCUS = 100.0  # cross-attention logits scaled this much: each query looks at its own part of the image
-CLASS_SPREAD = 2.0  # the class logits' standard deviation, as a trained head's
-BOX_SPREAD = 40.0  # the box head's last layer scaled up: boxes of many sizes and places
 
 
 def save_vision_folder(kind: str, folder: Path, *, photos: list[Path] | None = None) -> Path:
@@ -134,19 +155,3 @@ class _Pixels(torch.nn.Module):
 
     def forward(self, pixel_values: torch.Tensor) -> Any:
         return self.model(pixel_values=pixel_values)
-
-
-@torch.no_grad()
-def _realistic_detr(model: torch.nn.Module, pixels: torch.Tensor) -> None:
-    """A fresh DETR answers the same box for every query (its query embeddings start near zero and its cross-attention
-    is uniform): the queries drawn at unit scale, the cross-attention sharpened, the class and box heads scaled to a
-    trained one's spread on `pixels`."""
-    generator = torch.Generator().manual_seed(SEED)
-    queries = model.model.query_position_embeddings.weight
-    queries.copy_(torch.randn(queries.shape, generator=generator))
-    for layer in model.model.decoder.layers:
-        layer.encoder_attn.q_proj.weight.mul_(QUERY_FOCUS**0.5)
-        layer.encoder_attn.k_proj.weight.mul_(QUERY_FOCUS**0.5)
-    model.bbox_predictor.layers[-1].weight.mul_(BOX_SPREAD)
-    logits = model(pixel_values=pixels).logits
-    model.class_labels_classifier.weight.mul_(CLASS_SPREAD / float(logits.std()))

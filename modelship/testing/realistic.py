@@ -8,8 +8,13 @@ passes over seeded inputs. Used by tests, the parity zoo, benchmarks and the dem
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from modelship.checkpoint.families.torchvision_detector import Detector
 
 
 @torch.no_grad()
@@ -83,7 +88,7 @@ def make_realistic_detector(detector: nn.Module, images: torch.Tensor, *, passes
     return detector
 
 
-def calibrate_detector_backbone(detector: nn.Module, images: torch.Tensor) -> nn.Module:
+def calibrate_detector_backbone(detector: Detector, images: torch.Tensor) -> nn.Module:
     """A torchvision detector as an early training checkpoint has it: its backbone's BatchNorm statistics calibrated
     on `images` ([batch, 3, H, W] in 0..1, normalised as the detector does inside), its heads as initialised (every
     class scored almost alike, so NMS and the count cut meet near-ties everywhere). Returned in eval mode."""

@@ -76,7 +76,9 @@ def draw_scene(rng: np.random.Generator, width: int = SIZE, height: int = SIZE, 
     return Scene(image, mask, np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(labels, np.int64))
 
 
-def _draw_shape(draw: ImageDraw.ImageDraw, label: int, box: tuple[int, int, int, int], fill: object) -> None:
+def _draw_shape(
+    draw: ImageDraw.ImageDraw, label: int, box: tuple[int, int, int, int], fill: int | tuple[int, ...]
+) -> None:
     x1, y1, x2, y2 = box[0], box[1], box[2] - 1, box[3] - 1
     if label == 1:
         draw.rectangle((x1, y1, x2, y2), fill=fill)

@@ -126,8 +126,8 @@ def torch_output_order(config):
 
 
 def _by_index(names):
-    indices = [_NAMED_INDEX.match(n) for n in names]
-    if all(indices):
+    indices = [m for m in map(_NAMED_INDEX.match, names) if m is not None]
+    if len(indices) == len(names):
         return [n for _, n in sorted(zip((int(m.group(1)) for m in indices), names, strict=True))]
     return list(names)
 
@@ -166,7 +166,7 @@ def run_requests(feeds, run, batched):
 def _groups(feeds, batched):
     if not batched:
         return [[i] for i in range(len(feeds))]
-    groups = {}
+    groups: dict[tuple[tuple[str, tuple[int, ...], str], ...], list[int]] = {}
     for i, feed in enumerate(feeds):
         key = tuple((name, array.shape[1:], array.dtype.str) for name, array in sorted(feed.items()))
         groups.setdefault(key, []).append(i)

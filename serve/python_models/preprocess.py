@@ -51,7 +51,7 @@ class TritonPythonModel:
         if self.sizes:
             outputs.append(pb_utils.Tensor("SIZE", sizes))
         if self.scales:
-            outputs.append(pb_utils.Tensor("SCALE", np.stack([box_scale(*size, self.spec) for size in sizes])))
+            outputs.append(pb_utils.Tensor("SCALE", np.stack([box_scale(h, w, self.spec) for h, w in sizes.tolist()])))
         return pb_utils.InferenceResponse(outputs)
 
     def _decode(self, item, index):

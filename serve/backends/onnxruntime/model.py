@@ -54,7 +54,7 @@ class TritonPythonModel:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = threads(config)
         options.inter_op_num_threads = 1
-        providers = ["CPUExecutionProvider"]
+        providers: list[str | tuple[str, dict[str, int]]] = ["CPUExecutionProvider"]
         if args.get("model_instance_kind") == "GPU" and "CUDAExecutionProvider" in ort.get_available_providers():
             device = int(args.get("model_instance_device_id", 0))
             providers = [("CUDAExecutionProvider", {"device_id": device}), "CPUExecutionProvider"]
