@@ -9,10 +9,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from modelship.bench.stats import LoadStats
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource, TokenizerSpec
+from modelship.serve.load.stats import LoadStats
 
 
 @dataclass(frozen=True)

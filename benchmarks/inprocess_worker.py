@@ -31,7 +31,7 @@ import numpy as np
 import onnxruntime as ort
 
 from modelship.bench.inprocess_protocol import Image, Measure, Open, Outputs, Reply, Request, read_request, reply_line
-from modelship.bench.loadgen import run_load
+from modelship.serve.load.loadgen import run_load
 
 if TYPE_CHECKING:
     from modelship.preprocess.tokenizer import TextTokenizer

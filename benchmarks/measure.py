@@ -23,12 +23,12 @@ from modelship.bench.inprocess_protocol import (
     read_reply,
     request_line,
 )
-from modelship.bench.loadgen import run_load
-from modelship.bench.requests import sender
-from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import BenchPlan
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.requests import sender
+from modelship.serve.load.stats import LoadStats
 
 
 def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -162,7 +162,7 @@ def _fastapi_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Cal
 
 
 def _pytriton_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Callable[[], Callable[[], object]]:
-    from modelship.bench.requests import sender
+    from modelship.serve.load.requests import sender
 
     assert isinstance(peer, PyTritonPeer)
     return sender(peer.grpc_url, "grpc", peer.model, inputs, outputs)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from modelship.bench.stats import LoadStats
+from modelship.serve.load.stats import LoadStats
 
 VERSION = "2.51.0"
 DEFAULT_HOME = Path.home() / ".cache" / "modelship" / "perf_analyzer-venv"

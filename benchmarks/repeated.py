@@ -24,8 +24,8 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelship.bench.stats import LoadStats
 from modelship.contract.jsonfile import JsonObject
+from modelship.serve.load.stats import LoadStats
 
 FAULT_RATIO = 1.05
 FAULT_CAUSES = (

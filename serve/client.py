@@ -101,7 +101,8 @@ class TritonClient:
             raise self._down(exc) from None
         except InferenceServerException as exc:
             text = f"{exc.message() or ''} {exc.status() or ''}"
-            if "UNAVAILABLE" in text or "failed to connect" in text.lower():
+            refused = text.startswith("load failed")  # a model Triton would not load: "... at UNAVAILABLE state"
+            if not refused and ("UNAVAILABLE" in text or "failed to connect" in text.lower()):
                 raise self._down(exc) from None
             if model and ("unknown model" in text.lower() or "not found" in text.lower()):
                 raise self._unknown(model) from None

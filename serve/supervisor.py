@@ -12,8 +12,10 @@ Stubs also end on purpose: Triton stops the stub of a version it unloads or repl
 beside the old one, then unloads the old). A vanished stub is a crash only while Triton's repository index still
 lists its (model, version) READY, and still does GRACE_S later (a version being unloaded stays READY for a moment
 after its stub has ended: up to ~3 s under load was seen, and a supervisor that reloaded it then undid a rollback's
-restore); stubs are mapped to (model, version) from their command line (Triton's instance
-name and the version folder), so local folders and object storage (a temporary copy per model) alike.
+restore), unless as many stubs as the model's config now asks for still serve it (a load with another config,
+as `modelship tune` does, replaces every stub and may change their number); stubs are mapped to (model, version)
+from their command line (Triton's instance name and the version folder), so local folders and object storage (a
+temporary copy per model) alike.
 
 What it decides is in its log: one line when it starts watching a stub ("backend stub PID (INSTANCE, version V):
 watching") and one when that stub is gone ("... ended: WHY" or "... died: WHY"), so a reader (an operator, a test)
@@ -36,6 +38,7 @@ BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # up this long after a restart: the next failure starts the back-off again
 POLL_S = 0.5
 GRACE_S = 5.0  # a vanished stub's version still READY this long after: crashed (Triton's own unloads end sooner)
+REPLACED = "ended: its model was reloaded (as many stubs as its config asks for serve it)"
 
 
 @dataclass
@@ -109,10 +112,20 @@ class Supervisor:
             for stub in self._suspects.pop(key).stubs:
                 self._closed(stub, "ended: Triton unloaded its version")
         due = [key for key, suspect in self._suspects.items() if time.monotonic() - suspect.since >= GRACE_S]
-        for key in due:
-            for stub in self._suspects.pop(key).stubs:
-                self._closed(stub, f"died: its version still READY {GRACE_S:.0f} s later")
-        return sorted({model for model, _ in due})
+        crashed = set()
+        for model, version in due:
+            served = now[model, version] >= self._instances(model)
+            for stub in self._suspects.pop((model, version)).stubs:
+                self._closed(stub, REPLACED if served else f"died: its version still READY {GRACE_S:.0f} s later")
+            if not served:
+                crashed.add(model)
+        return sorted(crashed)
+
+    def _instances(self, model: str) -> int:
+        """The stubs `model`'s config asks for now (a load with another config, `modelship tune`'s, changes it)."""
+        with self.server.client() as client:
+            config = client.model_config(model)
+        return sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
 
     def _watch(self, stubs: Mapping[int, Stub], ended: str = "") -> None:
         """Watch `stubs` from now on (a line for each new one); `ended`: why those no longer there ended, when the

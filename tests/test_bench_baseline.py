@@ -16,9 +16,9 @@ from modelship.bench import inprocess_protocol as protocol
 from modelship.bench.measure import InProcess, standalone_throughput
 from modelship.bench.peer import PEERS, PeerServer, PyTritonPeer, peer_sender
 from modelship.bench.repeated import FAULT_RATIO, PointsInRound, Repetition, Round, interleaved, relative_error
-from modelship.bench.requests import sender
-from modelship.bench.stats import LoadStats
 from modelship.bench.workspace import BenchPlan
+from modelship.serve.load.requests import sender
+from modelship.serve.load.stats import LoadStats
 
 
 def stats(throughput: float) -> LoadStats:

@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from modelship.bench.loadgen import run_load
-from modelship.bench.stats import LoadStats, ratio, summarize
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.stats import LoadStats, ratio, summarize
 
 
 def test_summarize_percentiles_and_throughput() -> None:

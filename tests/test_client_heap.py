@@ -1,6 +1,6 @@
 """What glibc does with an 8 MiB block in a fresh interpreter (allocator settings are process-wide): a TritonClient
 leaves them as they were; the bench's load generator keeps large request buffers in its own heap
-(modelship.bench.requests.keep_large_buffers)."""
+(modelship.serve.load.requests.keep_large_buffers)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Info(ctypes.Structure):
 
 applied = None
 if sys.argv[1] == "keep":
-    from modelship.bench.requests import keep_large_buffers
+    from modelship.serve.load.requests import keep_large_buffers
     applied = keep_large_buffers()
 elif sys.argv[1] == "client":
     from modelship.serve.client import TritonClient

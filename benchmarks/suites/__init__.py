@@ -1,6 +1,7 @@
 """Benchmark suites. Each is `run(workspace) -> list[Row]`; SUITES lists them in the order `modelship bench` runs
 them (export first: its fp16 export of the main model is reused by every later suite). `--quick` runs QUICK_SUITES
-with the quick plan: serving with its peers, in about 3 minutes on 2 idle cores."""
+with the quick plan: serving with its peers, in about 3 minutes on 2 idle cores. ON_REQUEST suites run only when
+named."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ SUITES: dict[str, str] = {
     "text": "a text in, an embedding out: server-side tokenization vs the same work in-process (MiniLM)",
     "precision": "INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, MiniLM) with their accuracy; "
     "served INT8 vs served fp32",
+    "tune": "modelship tune's search vs brute force on one grid through Triton: best throughput within p99 200 ms, "
+    "points measured, minutes",
 }
 QUICK_SUITES = ("serving", "transport")
+ON_REQUEST = ("tune",)  # brute force takes about half an hour per model: run when named (--suite tune)
 
 
 def suite(name: str) -> Callable[[Workspace], list[Row]]:

@@ -19,10 +19,10 @@ from typing import cast
 import numpy as np
 
 from modelship.bench.report import Row
-from modelship.bench.stats import ratio
 from modelship.bench.workspace import Export, Workspace
 from modelship.contract.artifact_details import OnnxDetails
 from modelship.export.torchscript import jit_deprecation_silenced
+from modelship.serve.load.stats import ratio
 
 SUITE = "export"
 VERIFY_BATCHES = (1, 7)  # the pipeline's default verification batch sizes

@@ -11,12 +11,12 @@ import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 
-from modelship.bench.loadgen import run_load
 from modelship.bench.measure import latency_notes, reference_outputs
 from modelship.bench.report import Row
-from modelship.bench.requests import sender
-from modelship.bench.stats import ratio
 from modelship.bench.workspace import Workspace, sample_inputs
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.requests import sender
+from modelship.serve.load.stats import ratio
 from modelship.serve.rollout import Target, rollout
 from modelship.serve.server import TritonServer
 

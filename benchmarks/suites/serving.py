@@ -18,15 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypedDict
 
-from modelship.bench.loadgen import run_load
 from modelship.bench.measure import InProcess, latency_notes, served, standalone_throughput
 from modelship.bench.peer import PEERS, Peer, PeerProcess
 from modelship.bench.perf_analyzer import PerfAnalyzerUnavailable, ensure_perf_analyzer
 from modelship.bench.repeated import PointsInRound, RepeatedPoint, Round, interleaved
 from modelship.bench.report import Row
-from modelship.bench.stats import LoadStats
 from modelship.bench.tuning import set_intra_op_threads
 from modelship.bench.workspace import MODELS, BenchPlan, Workspace, sample_inputs
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.stats import LoadStats
 from modelship.serve.server import TritonServer
 
 

@@ -14,13 +14,13 @@ import numpy as np
 from modelship.bench.measure import InProcess, reference_outputs, served
 from modelship.bench.repeated import interleaved
 from modelship.bench.report import Row
-from modelship.bench.stats import ratio
 from modelship.bench.suites.pipeline import statistics, where_time_goes
 from modelship.bench.suites.serving import point_row
 from modelship.bench.workspace import Workspace
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.preprocess.tokenizer import TextTokenizer
 from modelship.serve.ensemble import PIPELINE_SUFFIX
+from modelship.serve.load.stats import ratio
 from modelship.serve.server import TritonServer
 from modelship.serve.text_pipeline import TEXT, TOKENIZE_SUFFIX
 

@@ -34,8 +34,9 @@ TABLE_WIDTH = 200
     "suites",
     multiple=True,
     metavar="NAME",
-    help="Run only this suite (repeatable): export, serving, transport, pipeline, fleet, vision, text, precision. "
-    "Default: all (--quick: serving, transport); with --against, the baselines' suites.",
+    help="Run only this suite (repeatable): export, serving, transport, pipeline, fleet, vision, text, precision, "
+    "tune. Default: all but tune, which runs only when named (--quick: serving, transport); with --against, the "
+    "baselines' suites.",
 )
 @click.option(
     "--against",
@@ -100,6 +101,8 @@ def bench_command(
     text       the MiniLM text pipeline (tokenization on the server) vs in-process
     precision  INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, MiniLM) beside their accuracy;
                served resnet50 INT8 vs served fp32
+    tune       modelship tune's search vs brute force on one grid (best throughput within p99 200 ms, points,
+               minutes); only when named: --suite tune
 
     \b
     modelship bench --suite serving --quick --against benchmarks/baselines
@@ -145,14 +148,14 @@ def bench_command(
 
 def _chosen(suites: tuple[str, ...], quick: bool, baselines: list[Baseline]) -> list[str]:
     """The suites to run, in SUITES order: those asked for, else the baselines', else the mode's default."""
-    from modelship.bench.suites import QUICK_SUITES, SUITES
+    from modelship.bench.suites import ON_REQUEST, QUICK_SUITES, SUITES
 
     if suites:
         wanted = set(suites)
     elif baselines:
         wanted = {suite for baseline in baselines for suite in baseline.suites}
     else:
-        wanted = set(QUICK_SUITES if quick else SUITES)
+        wanted = set(QUICK_SUITES if quick else SUITES) - set(ON_REQUEST)
     return [name for name in SUITES if name in wanted]
 
 

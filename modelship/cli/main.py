@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "publish": ("modelship.cli.publish:publish_command", "Publish an export to a Triton model repository."),
     "serve": ("modelship.cli.serve:serve_command", "Serve a model repository with a local Triton server."),
     "infer": ("modelship.cli.infer:infer_command", "Classify images with a served model over HTTP or gRPC."),
+    "tune": ("modelship.cli.tune:tune_command", "Choose the artifact and serving config by measurement, under a p99."),
     "rollout": ("modelship.cli.rollout:rollout_command", "Roll a version out to several Triton servers, with parity."),
     "deploy": ("modelship.cli.deploy:deploy_group", "Write KServe manifests for a repository in object storage."),
     "bench": ("modelship.cli.bench:bench_command", "Benchmark export, parity and serving; print ratios."),

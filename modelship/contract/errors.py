@@ -68,6 +68,11 @@ class ServeError(ModelshipError):
     """The local Triton server could not be started or stopped."""
 
 
+class TuneError(ModelshipError):
+    """`modelship tune` could not tune: no config meets the budget, a server it may not change, a tune already
+    running against the same server."""
+
+
 class ClientError(ModelshipError):
     """A request to a Triton server failed: server down, unknown model, bad shape or dtype."""
 

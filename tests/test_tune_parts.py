@@ -1,0 +1,179 @@
+"""The parts of `modelship tune` around the search, without a server: a candidate as a Triton config and back,
+windows until they agree, the winner confirmed against the default, and the journal that restores what a killed
+tune changed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from modelship.contract.errors import ClientError, TuneError
+from modelship.serve.load.stats import LoadStats
+from modelship.serve.tune.configs import THREADS, override, published
+from modelship.serve.tune.confirm import confirm
+from modelship.serve.tune.measurement import Budget, Point, point_of, until_agreeing
+from modelship.serve.tune.restore import Restorer, journal_path, recover
+from modelship.serve.tune.space import Candidate
+
+CONFIG = {
+    "name": "m_onnx",
+    "max_batch_size": 16,
+    "instance_group": [{"count": 1, "kind": "KIND_CPU"}],
+    "dynamic_batching": {"max_queue_delay_microseconds": 100, "preferred_batch_size": [8]},
+    "parameters": {"modelship.export": {"string_value": "{}"}},
+    "input": [{"name": "image"}],
+}
+
+
+def test_the_published_config_is_the_candidate_its_backend_serves() -> None:
+    assert published("m_onnx", CONFIG, cores=4) == Candidate("m_onnx", 1, 4, 16, 100)
+    two = {**CONFIG, "instance_group": [{"count": 2}], "parameters": {THREADS: {"string_value": "1"}}}
+    assert published("m_onnx", two, cores=4) == Candidate("m_onnx", 2, 1, 16, 100)
+
+
+def test_a_candidate_changes_only_what_it_names() -> None:
+    changed = override(CONFIG, Candidate("m_onnx", 2, 1, 32, 0))
+    assert changed["instance_group"] == [{"kind": "KIND_CPU", "count": 2}]
+    assert changed["parameters"][THREADS] == {"string_value": "1"} and "modelship.export" in changed["parameters"]
+    assert changed["max_batch_size"] == 32 and changed["dynamic_batching"] == {"max_queue_delay_microseconds": 0}
+    assert changed["input"] == CONFIG["input"] and CONFIG["instance_group"][0]["count"] == 1  # the original kept
+    unbatched = override({**CONFIG, "max_batch_size": 0}, Candidate("m_onnx", 1, 2, 32, 0))
+    assert unbatched["max_batch_size"] == 0
+
+
+def stats(throughput: float) -> LoadStats:
+    return LoadStats(1, 2, throughput, 1.0, 2.0, 3.0, 1.5)
+
+
+def test_windows_run_until_three_agree_within_ten_percent() -> None:
+    answers = iter([100.0, 140.0, 101.0, 99.0, 103.0, 500.0])
+    windows, stable = until_agreeing(lambda: stats(next(answers)))
+    assert stable and [w.throughput for w in windows] == [100.0, 140.0, 101.0, 99.0, 103.0]
+    point = point_of(Candidate("m", 1, 1, 1, 0), windows, stable, 0.4)
+    assert point.throughput == 101.0 and point.windows == 5 and point.concurrency == 2
+    wild = iter([100.0, 200.0] * 10)
+    windows, stable = until_agreeing(lambda: stats(next(wild)), most=6)
+    assert not stable and len(windows) == 6
+
+
+def point(candidate: Candidate, throughput: float, p99: float) -> Point:
+    return Point(candidate, 4, throughput, p99 / 2, p99)
+
+
+DEFAULT, WINNER = Candidate("m", 1, 2, 16, 100), Candidate("m_int8", 1, 2, 16, 100)
+
+
+@pytest.mark.parametrize(
+    ("winner_p99", "winner_throughput", "holds"), [(40.0, 300.0, True), (60.0, 300.0, False), (40.0, 90.0, False)]
+)
+def test_the_winner_holds_only_within_budget_in_every_round_and_faster(
+    winner_p99: float, winner_throughput: float, holds: bool
+) -> None:
+    asked: list[Candidate] = []
+
+    def measure(p: Point) -> Point:
+        asked.append(p.candidate)
+        if p.candidate == DEFAULT:
+            return point(DEFAULT, 100.0, 30.0)
+        return point(WINNER, winner_throughput, winner_p99)
+
+    found = confirm(measure, point(DEFAULT, 100.0, 30.0), point(WINNER, 300.0, 40.0), Budget(50.0))
+    assert found.holds is holds and len(found.rounds) == 3
+    assert asked == [DEFAULT, WINNER] * 3  # interleaved
+
+
+class FakeClient:
+    url = "http://127.0.0.1:1"
+
+    def __init__(self, fail: bool = False) -> None:
+        self.loaded: list[tuple[str, dict]] = []
+        self.fail = fail
+
+    def load(self, name: str, config: dict) -> None:
+        if self.fail:
+            raise ClientError("the server went away")
+        self.loaded.append((name, config))
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_a_restorer_journals_the_first_config_and_restores_it(state: Path) -> None:
+    client = FakeClient()
+    journal = journal_path(client.url)
+    restorer = Restorer(client, journal)  # type: ignore[arg-type]
+    restorer.remember("m", {"v": 1})
+    restorer.remember("m", {"v": 2})
+    assert json.loads(journal.read_text())["models"] == {"m": {"v": 1}}
+    assert restorer.restore() == ["m"] and client.loaded == [("m", {"v": 1})] and not journal.exists()
+
+
+def test_a_killed_tunes_journal_is_restored_and_a_running_ones_refused(state: Path) -> None:
+    client = FakeClient()
+    journal = journal_path(client.url)
+    journal.parent.mkdir(parents=True)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    journal.write_text(json.dumps({"pid": int(gone.stdout), "url": client.url, "models": {"m": {"v": 1}}}))
+    assert recover(client, journal) == ["m"] and client.loaded == [("m", {"v": 1})] and not journal.exists()  # type: ignore[arg-type]
+    journal.write_text(json.dumps({"pid": os.getppid(), "url": client.url, "models": {"m": {"v": 1}}}))
+    with pytest.raises(TuneError, match="another tune"):
+        recover(client, journal)  # type: ignore[arg-type]
+    assert journal.exists()
+
+
+def test_a_restore_that_fails_says_which_model_and_keeps_the_journal(state: Path) -> None:
+    client = FakeClient(fail=True)
+    restorer = Restorer(client, journal_path(client.url))  # type: ignore[arg-type]
+    restorer.remember("m", {"v": 1})
+    with pytest.raises(TuneError, match="could not restore the config of m"):
+        restorer.restore()
+    assert restorer.journal.exists()
+
+
+def test_a_config_the_server_refuses_is_named_and_the_model_keeps_serving(state: Path) -> None:
+    from modelship.serve.tune.live import CandidateRefused, LiveMeasurer
+
+    client = FakeClient(fail=True)
+    restorer = Restorer(client, journal_path(client.url))  # type: ignore[arg-type]
+    measurer = LiveMeasurer(client, {"m_onnx": CONFIG}, restorer)  # type: ignore[arg-type]
+    with pytest.raises(CandidateRefused, match=r"x2 inst.*did not load it"):
+        measurer.serve(Candidate("m_onnx", 2, 1, 16, 100))
+    assert "m_onnx" not in measurer.loaded and restorer.originals == {"m_onnx": CONFIG}
+
+
+class IndexClient:
+    """A server holding two artifacts of export `m`, one of another export, and m's pipeline over m_onnx."""
+
+    url = "http://127.0.0.1:1"
+
+    @staticmethod
+    def config(export: str) -> dict:
+        return {**CONFIG, "parameters": {"modelship.export": {"string_value": json.dumps({"export": export})}}}
+
+    def repository_index(self) -> list:
+        from modelship.serve.model_info import ModelState
+
+        return [ModelState(n, "1", "READY") for n in ("m_onnx", "m_onnx_fp16", "m_pipeline", "other_onnx")]
+
+    def model_config(self, name: str) -> dict:
+        if name == "m_pipeline":
+            steps = [{"model_name": "m_preprocess"}, {"model_name": "m_onnx"}]
+            return {"max_batch_size": 16, "ensemble_scheduling": {"step": steps}}
+        return self.config("other" if name.startswith("other") else "m")
+
+
+def test_the_artifacts_tuned_are_the_exports_and_a_pipeline_over_them_keeps_its_batch() -> None:
+    from modelship.serve.tune.run import served_artifacts
+
+    served = served_artifacts(IndexClient(), "m_onnx_fp16")  # type: ignore[arg-type]
+    assert list(served.configs) == ["m_onnx_fp16", "m_onnx"] and served.batch_floor == 16
+    with pytest.raises(TuneError, match="m_pipeline is a pipeline"):
+        served_artifacts(IndexClient(), "m_pipeline")  # type: ignore[arg-type]

@@ -1,0 +1,128 @@
+"""The tune search on a known surface (serve.tune.search, .concurrency, .space): no server, milliseconds. A fake
+measurer answers from a closed-form model of a CPU server (artifacts of different speed, instances contending for
+the cores, threads scaling sublinearly, the dynamic batcher's batch and delay, Little's law for latency)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from modelship.contract.errors import UsageError
+from modelship.serve.tune.concurrency import evaluate
+from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.search import MIN_GAIN, brute_force, hill_climb
+from modelship.serve.tune.space import Candidate, Space
+
+SPEED = {"m_onnx": 1.0, "m_onnx_fp16": 0.55, "m_onnx_int8": 2.9, "m_torchscript": 0.8}
+SPACE = Space(tuple(SPEED), cores=4)
+DEFAULT = Candidate("m_onnx", 1, 4, 16, 100)
+
+
+def surface(candidate: Candidate, concurrency: int) -> Point:
+    """Closed loop: `concurrency` clients share `instances` instances, each forming batches up to max_batch_size."""
+    per_instance = min(candidate.max_batch_size, max(1, math.ceil(concurrency / candidate.instances)))
+    busy = min(concurrency, candidate.instances)
+    waits = per_instance < candidate.max_batch_size and concurrency > 1  # the batcher waits out its delay
+    seconds = (0.002 + 0.008 * per_instance**0.85) / (SPEED[candidate.artifact] * candidate.threads**0.8)
+    seconds = seconds * (1 + 0.12 * (candidate.instances - 1)) + waits * candidate.queue_delay_us * 1e-6
+    throughput = busy * per_instance / seconds
+    latency_ms = concurrency / throughput * 1e3
+    return Point(candidate, concurrency, throughput, latency_ms, 1.6 * latency_ms)
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Candidate, int]] = []
+
+    def __call__(self, candidate: Candidate, concurrency: int) -> Point:
+        self.calls.append((candidate, concurrency))
+        return surface(candidate, concurrency)
+
+
+@pytest.mark.parametrize("p99_ms", [10.0, 40.0, 200.0])
+def test_the_search_reaches_brute_forces_best_in_a_third_of_its_points(p99_ms: float) -> None:
+    budget = Budget(p99_ms)
+    reference = brute_force(SPACE, surface, budget)
+    measured = Counter()
+    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, measured, budget, SPACE.max_concurrency), budget)
+    assert found.best.throughput >= 0.95 * reference.best.throughput
+    assert found.best.best is not None and found.best.best.p99_ms <= p99_ms
+    assert found.measured == len(measured.calls) <= reference.measured / 3
+    assert found.stopped is None
+
+
+def test_each_candidate_is_measured_once_per_concurrency() -> None:
+    budget = Budget(40.0)
+    measured = Counter()
+    hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, measured, budget, SPACE.max_concurrency), budget)
+    assert len(measured.calls) == len(set(measured.calls))
+
+
+def test_the_concurrency_found_is_the_largest_within_budget_to_a_quarter() -> None:
+    budget = Budget(40.0)
+    candidate = Candidate("m_onnx", 1, 4, 32, 0)
+    found = evaluate(candidate, surface, budget, 64)
+    assert found.best is not None
+    largest = max(c for c in range(1, 65) if surface(candidate, c).within(budget))
+    assert largest * 0.75 <= found.best.concurrency <= largest
+
+
+def test_a_saturated_server_is_not_pushed_to_more_clients() -> None:
+    candidate = Candidate("m_onnx", 1, 4, 1, 0)  # no batching: throughput flat from 2 clients on
+    found = evaluate(candidate, surface, Budget(10_000.0), 64)
+    assert max(p.concurrency for p in found.points) <= 4
+
+
+def test_a_budget_nothing_meets_keeps_the_closest_point() -> None:
+    budget = Budget(0.1)
+    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, surface, budget, 32), budget)
+    assert found.best.best is None and found.best.score(budget)[0] == 0
+    lowest = min(p.p99_ms for p in found.points)
+    assert min(p.p99_ms for p in found.best.points) == lowest
+
+
+def test_should_stop_ends_the_search_with_its_reason() -> None:
+    budget = Budget(40.0)
+    seen: list[int] = []
+    found = hill_climb(
+        SPACE,
+        DEFAULT,
+        lambda c: evaluate(c, surface, budget, 32),
+        budget,
+        should_stop=lambda: "time budget spent" if len(seen) >= 3 else None,
+        progress=lambda search: seen.append(search.measured),
+    )
+    assert found.stopped == "time budget spent" and len(found.evaluations) == 3
+
+
+def test_a_gain_within_noise_does_not_move_the_search() -> None:
+    budget = Budget(1000.0)
+
+    def flat(candidate: Candidate, concurrency: int) -> Point:
+        bump = 1 + MIN_GAIN / 2 if candidate.queue_delay_us == 0 else 1.0
+        return Point(candidate, concurrency, 100.0 * bump, 1.0, 1.0)
+
+    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, flat, budget, 1), budget)
+    assert found.best.candidate == DEFAULT
+
+
+def test_placements_never_oversubscribe_the_cores() -> None:
+    assert all(i * t <= 4 for i, t in SPACE.placements())
+    assert all(c.instances * c.threads <= 4 for c in SPACE.candidates())
+    for candidate in SPACE.candidates():
+        assert all(n in SPACE for n in SPACE.neighbours(candidate))
+
+
+def test_a_published_default_off_the_grid_is_measured_as_published_first() -> None:
+    budget = Budget(40.0)
+    start = Candidate("m_onnx", 1, 4, 12, 250)
+    found = hill_climb(SPACE, start, lambda c: evaluate(c, surface, budget, 32), budget)
+    assert next(iter(found.evaluations)) == start
+
+
+def test_an_empty_space_is_refused() -> None:
+    with pytest.raises(UsageError, match="nothing to tune"):
+        Space((), cores=2)
+    with pytest.raises(UsageError, match="p99 budget"):
+        Budget(0)
