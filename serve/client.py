@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import http.client
 import json
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -36,6 +37,8 @@ from modelship.serve.protocols import DEFAULT_URLS, WireProtocol
 from modelship.serve.restricted_api import secret_headers
 
 PROTOCOLS = tuple(WireProtocol)
+UNLOAD_TIMEOUT_S = 10.0  # how long a reload waits for Triton's background unload before it loads
+UNLOAD_POLL_S = 0.05
 
 
 def split_url(url: str | None, protocol: str | None = None) -> tuple[WireProtocol, str]:
@@ -176,9 +179,14 @@ class TritonClient:
         with self._errors(doing=f"unloading {name}"):
             self._client.unload_model(name, headers=self._headers)
 
-    def reload(self, name: str, config: JsonObject | None = None) -> None:
-        """Unload then load `name` (its readiness is false in between), with `config` as `load` takes it."""
+    def reload(self, name: str, config: JsonObject | None = None, unload_timeout_s: float = UNLOAD_TIMEOUT_S) -> None:
+        """Unload then load `name` (its readiness is false in between), with `config` as `load` takes it. Triton
+        unloads in the background: the load waits until `name` has left READY (at most `unload_timeout_s`), else
+        Triton takes it for a load over the served model, which keeps answering READY meanwhile."""
         self.unload(name)
+        deadline = time.monotonic() + unload_timeout_s
+        while self.model_ready(name) and time.monotonic() < deadline:
+            time.sleep(UNLOAD_POLL_S)
         self.load(name, config)
 
     def model_ready(self, name: str, version: str = "") -> bool:
