@@ -54,6 +54,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # the suite's own marks, so an installed suite (no repository pytest config) knows them too
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (still part of the default run)")
+    config.addinivalue_line("markers", "heavy: the full zoo's large models (--zoo full)")
     folder = config.getoption("checkpoints")
     if folder:
         try:
