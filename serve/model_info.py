@@ -176,3 +176,8 @@ def _fits(shape: tuple[int, ...], declared: tuple[int, ...]) -> bool:
 
 def _tensor_info(meta: JsonObject) -> TensorInfo:
     return TensorInfo(meta["name"], meta["datatype"], tuple(int(d) for d in meta.get("shape", [])))
+
+
+def instance_count(config: JsonObject) -> int:
+    """The instances (backend stubs) a served config (Triton's JSON) asks for: every group's count, 1 without any."""
+    return sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from modelship.contract.errors import ClientError, ServeError
+from modelship.serve.model_info import instance_count
 from modelship.serve.server import TritonServer
 from modelship.serve.stubs import Stub
 
@@ -124,8 +125,7 @@ class Supervisor:
     def _instances(self, model: str) -> int:
         """The stubs `model`'s config asks for now (a load with another config, `modelship tune`'s, changes it)."""
         with self.server.client() as client:
-            config = client.model_config(model)
-        return sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
+            return instance_count(client.model_config(model))
 
     def _watch(self, stubs: Mapping[int, Stub], ended: str = "") -> None:
         """Watch `stubs` from now on (a line for each new one); `ended`: why those no longer there ended, when the

@@ -177,3 +177,27 @@ def test_the_artifacts_tuned_are_the_exports_and_a_pipeline_over_them_keeps_its_
     assert list(served.configs) == ["m_onnx_fp16", "m_onnx"] and served.batch_floor == 16
     with pytest.raises(TuneError, match="m_pipeline is a pipeline"):
         served_artifacts(IndexClient(), "m_pipeline")  # type: ignore[arg-type]
+
+
+def test_apply_writes_only_what_the_winner_changes_through_a_journaled_commit(tmp_path: Path) -> None:
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    from modelship.serve.triton_config import parse_config, to_text
+    from modelship.serve.tune.apply import apply_winner
+
+    config = mc.ModelConfig(name="m_onnx", platform="onnxruntime_onnx", max_batch_size=16)
+    config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
+    config.dynamic_batching.max_queue_delay_microseconds = 100
+    config.dynamic_batching.preferred_batch_size.append(8)
+    config.parameters["modelship.export"].string_value = "{}"
+    target = tmp_path / "repo" / "m_onnx" / "config.pbtxt"
+    target.parent.mkdir(parents=True)
+    target.write_text(to_text(config))
+    assert apply_winner(tmp_path / "repo", Candidate("m_onnx", 2, 1, 32, 0)) == target
+    written = parse_config(target.read_text())
+    assert [(g.count, g.kind) for g in written.instance_group] == [(2, mc.ModelInstanceGroup.KIND_CPU)]
+    assert written.parameters[THREADS].string_value == "1"
+    assert written.parameters["modelship.export"].string_value == "{}"
+    assert written.max_batch_size == 32 and written.dynamic_batching.max_queue_delay_microseconds == 0
+    assert list(written.dynamic_batching.preferred_batch_size) == [] and written.platform == "onnxruntime_onnx"
+    assert not (tmp_path / ".repo.staging").exists()  # the staged change and its journal are gone

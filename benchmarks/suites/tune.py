@@ -97,10 +97,9 @@ def _case(ws: Workspace, case: Case, grid: Grid) -> list[Row]:
     budget = Budget(BUDGET_MS)
     request = TuneRequest(names[0], budget, os.cpu_count() or 1, max_concurrency=grid.max_concurrency,
                           window_s=grid.window_s)  # fmt: skip
+    space = Space(tuple(names), request.cores, grid.batch_sizes, grid.queue_delays_us, grid.max_concurrency)
     with TritonServer(repo, explicit_models=names) as server, server.client() as client:
-        session = open_session(client, request, ws.log)
-        space = Space(tuple(names), request.cores, grid.batch_sizes, grid.queue_delays_us, grid.max_concurrency)
-        session.space = space
+        session = open_session(client, request, ws.log, space)
         try:
             ws.log(f"tune: brute force over {len(list(space.candidates()))} configs of {case.name}")
             brute, brute_s = _timed(lambda: brute_force(space, session.measurer.measure, budget))

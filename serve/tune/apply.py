@@ -1,17 +1,21 @@
 """`tune --apply`: the winner written into the repository folder, through the same locked, staged, journaled commit
 as publish (a kill midway is rolled back by the next publish or serve). Only the winning artifact's config.pbtxt
-changes, edited as tritonclient's ModelConfig protobuf: its instances (the published kind kept), intra-op threads,
-largest batch and queue delay; every other field as published."""
+changes, as `configs.override` changes a served config (the protobuf through its JSON form, which is Triton's):
+its instances (the published kind kept), intra-op threads, largest batch and queue delay; every other field as
+published."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2 as mc
+
 from modelship.contract.errors import TuneError
 from modelship.serve import repository
 from modelship.serve.object_store import is_object_store
 from modelship.serve.triton_config import parse_config, to_text
-from modelship.serve.tune.configs import THREADS
+from modelship.serve.tune.configs import override
 from modelship.serve.tune.space import Candidate
 
 CONFIG = "config.pbtxt"
@@ -24,17 +28,9 @@ def apply_winner(repo: Path, winner: Candidate) -> Path:
     target = repo / winner.artifact / CONFIG
     if not target.is_file():
         raise TuneError(f"--apply: no {target}", hint="pass the --repo the server serves")
-    config = parse_config(target.read_text(), str(target))
-    kind = config.instance_group[0].kind if config.instance_group else None
-    del config.instance_group[:]
-    group = config.instance_group.add(count=winner.instances)
-    if kind:
-        group.kind = kind
-    config.parameters[THREADS].string_value = str(winner.threads)
-    if config.max_batch_size > 0:
-        config.max_batch_size = winner.max_batch_size
-        config.dynamic_batching.max_queue_delay_microseconds = winner.queue_delay_us
-        del config.dynamic_batching.preferred_batch_size[:]
+    served = parse_config(target.read_text(), str(target))
+    published = json_format.MessageToDict(served, preserving_proto_field_name=True)
+    config = json_format.ParseDict(override(published, winner), mc.ModelConfig())
     with repository.locked(repo):
         plan = repository.StagedChanges(repository.staging_dir(repo))
         staged = plan.folder / winner.artifact / CONFIG

@@ -4,9 +4,12 @@ out, as `TritonClient.model_config` gives it and `load` takes it back)."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 from modelship.contract.json_object import JsonObject
+from modelship.serve.model_info import instance_count
+from modelship.serve.triton_config import PARAM_EXPORT
 from modelship.serve.tune.space import Candidate
 
 THREADS = "intra_op_thread_count"  # what the ONNX Runtime and LibTorch backends read (0 or unset: their default)
@@ -15,7 +18,7 @@ THREADS = "intra_op_thread_count"  # what the ONNX Runtime and LibTorch backends
 def published(artifact: str, config: JsonObject, cores: int | None = None) -> Candidate:
     """The candidate a published config is: its instances, its threads (as its backend defaults them: the cores
     over the instances), its batch and its queue delay."""
-    instances = sum(int(group.get("count", 1)) for group in config.get("instance_group", [])) or 1
+    instances = instance_count(config)
     threads = int(config.get("parameters", {}).get(THREADS, {}).get("string_value", "0") or 0)
     cores = cores or os.cpu_count() or 1
     return Candidate(
@@ -25,6 +28,12 @@ def published(artifact: str, config: JsonObject, cores: int | None = None) -> Ca
         int(config.get("max_batch_size", 0)),
         int(config.get("dynamic_batching", {}).get("max_queue_delay_microseconds", 0)),
     )
+
+
+def export_of(config: JsonObject) -> str | None:
+    """The export a served config's model was published from (None: not published by modelship, or a pipeline)."""
+    record = config.get("parameters", {}).get(PARAM_EXPORT, {}).get("string_value")
+    return json.loads(record).get("export") if record else None
 
 
 def override(config: JsonObject, candidate: Candidate) -> JsonObject:

@@ -3,15 +3,17 @@ mode, serving the model and the other artifacts of its export found in the folde
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from google.protobuf import json_format
+
 from modelship.contract.errors import TuneError
 from modelship.serve.object_store import is_object_store
 from modelship.serve.server import TritonServer
-from modelship.serve.triton_config import PARAM_EXPORT, parse_config
+from modelship.serve.triton_config import parse_config
+from modelship.serve.tune.configs import export_of
 
 CONFIG = "config.pbtxt"
 
@@ -35,9 +37,7 @@ def export_models(repo: Path, model: str) -> list[str]:
 
 def _export(path: Path) -> str | None:
     config = parse_config(path.read_text(), str(path))
-    if config.HasField("ensemble_scheduling") or PARAM_EXPORT not in config.parameters:
-        return None
-    return json.loads(config.parameters[PARAM_EXPORT].string_value).get("export")
+    return export_of(json_format.MessageToDict(config, preserving_proto_field_name=True))
 
 
 @contextmanager

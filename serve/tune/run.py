@@ -4,7 +4,6 @@ every config back (serve.tune.restore), whatever happens."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -12,9 +11,8 @@ from dataclasses import dataclass, field, replace
 from modelship.contract.errors import ClientError, TuneError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.client import TritonClient
-from modelship.serve.triton_config import PARAM_EXPORT
 from modelship.serve.tune.concurrency import Evaluation, evaluate
-from modelship.serve.tune.configs import published
+from modelship.serve.tune.configs import export_of, published
 from modelship.serve.tune.confirm import Confirmation, confirm
 from modelship.serve.tune.live import WINDOW_S, CandidateRefused, LiveMeasurer
 from modelship.serve.tune.measurement import Budget, Point
@@ -113,12 +111,12 @@ def served_artifacts(client: TritonClient, model: str) -> Served:
     if "ensemble_scheduling" in everything[model]:
         steps = [step["model_name"] for step in everything[model]["ensemble_scheduling"].get("step", [])]
         raise TuneError(f"{model} is a pipeline: tune the artifact it serves", hint=f"its steps: {', '.join(steps)}")
-    export = _export(everything[model])
+    export = export_of(everything[model])
     configs = {model: everything[model]}
     configs |= {
         name: config
         for name, config in everything.items()
-        if export is not None and _export(config) == export and "ensemble_scheduling" not in config
+        if export is not None and export_of(config) == export and "ensemble_scheduling" not in config
     }
     floors = [
         int(config.get("max_batch_size", 0))
@@ -126,11 +124,6 @@ def served_artifacts(client: TritonClient, model: str) -> Served:
         if any(step["model_name"] in configs for step in config.get("ensemble_scheduling", {}).get("step", []))
     ]
     return Served(configs, max(floors, default=0))
-
-
-def _export(config: JsonObject) -> str | None:
-    record = config.get("parameters", {}).get(PARAM_EXPORT, {}).get("string_value")
-    return json.loads(record).get("export") if record else None
 
 
 @dataclass
