@@ -47,7 +47,7 @@ def publish_to_s3(export_dir: Path, url: str, options: PublishOptions | None = N
     s3 = client(location)
     base = options.name or Manifest.read(export_dir).name
     keep = (options.serving or ServingOptions()).keep_versions
-    with _locked(s3, location), tempfile.TemporaryDirectory(prefix="modelship-s3-") as tmp:
+    with locked(s3, location), tempfile.TemporaryDirectory(prefix="modelship-s3-") as tmp:
         present = _versions_present(s3, location)
         mine = {m: v for m, v in present.items() if m.startswith(f"{base}_")}
         number = options.version or 1 + max((max(v) for v in mine.values() if v), default=0)
@@ -116,7 +116,7 @@ def _listed_versions(s3: Any, location: S3Location, model: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def _locked(s3: Any, location: S3Location, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+def locked(s3: Any, location: S3Location, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the location's publish lock (a conditional PUT); take over a stale one."""
     from botocore.exceptions import ClientError
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from modelship.contract.errors import ClientError, TuneError
 from modelship.serve.load.stats import LoadStats
-from modelship.serve.tune.configs import THREADS, override, published
+from modelship.serve.tune.apply import apply_winner, changes
+from modelship.serve.tune.configs import THREADS, override, published, repoint
 from modelship.serve.tune.confirm import confirm
 from modelship.serve.tune.measurement import Budget, Point, point_of, until_agreeing
 from modelship.serve.tune.restore import Restorer, journal_path, recover
@@ -139,7 +142,8 @@ def test_a_restore_that_fails_says_which_model_and_keeps_the_journal(state: Path
 
 
 def test_a_config_the_server_refuses_is_named_and_the_model_keeps_serving(state: Path) -> None:
-    from modelship.serve.tune.live import CandidateRefused, LiveMeasurer
+    from modelship.serve.tune.live import LiveMeasurer
+    from modelship.serve.tune.measurement import CandidateRefused
 
     client = FakeClient(fail=True)
     restorer = Restorer(client, journal_path(client.url))  # type: ignore[arg-type]
@@ -161,11 +165,12 @@ class IndexClient:
     def repository_index(self) -> list:
         from modelship.serve.model_info import ModelState
 
-        return [ModelState(n, "1", "READY") for n in ("m_onnx", "m_onnx_fp16", "m_pipeline", "other_onnx")]
+        names = ("m_onnx", "m_onnx_fp16", "m_pipeline", "other_onnx", "other_pipeline")
+        return [ModelState(n, "1", "READY") for n in names]
 
     def model_config(self, name: str) -> dict:
-        if name == "m_pipeline":
-            steps = [{"model_name": "m_preprocess"}, {"model_name": "m_onnx"}]
+        if name.endswith("_pipeline"):
+            steps = [{"model_name": "m_preprocess"}, {"model_name": "m_onnx" if name == "m_pipeline" else "gone"}]
             return {"max_batch_size": 16, "ensemble_scheduling": {"step": steps}}
         return self.config("other" if name.startswith("other") else "m")
 
@@ -174,16 +179,18 @@ def test_the_artifacts_tuned_are_the_exports_and_a_pipeline_over_them_keeps_its_
     from modelship.serve.tune.run import served_artifacts
 
     served = served_artifacts(IndexClient(), "m_onnx_fp16")  # type: ignore[arg-type]
-    assert list(served.configs) == ["m_onnx_fp16", "m_onnx"] and served.batch_floor == 16
-    with pytest.raises(TuneError, match="m_pipeline is a pipeline"):
-        served_artifacts(IndexClient(), "m_pipeline")  # type: ignore[arg-type]
+    assert list(served.configs) == ["m_onnx_fp16", "m_onnx"] and served.batch_floor == 16 and not served.pipeline
+    through = served_artifacts(IndexClient(), "m_pipeline")  # type: ignore[arg-type]
+    assert list(through.configs) == ["m_onnx", "m_onnx_fp16"] and through.batch_floor == 16
+    assert through.pipeline == IndexClient().model_config("m_pipeline")
+    with pytest.raises(TuneError, match="other_pipeline is a pipeline over no ready model published by modelship"):
+        served_artifacts(IndexClient(), "other_pipeline")  # type: ignore[arg-type]
 
 
 def test_apply_writes_only_what_the_winner_changes_through_a_journaled_commit(tmp_path: Path) -> None:
     from tritonclient.grpc import model_config_pb2 as mc
 
     from modelship.serve.triton_config import parse_config, to_text
-    from modelship.serve.tune.apply import apply_winner
 
     config = mc.ModelConfig(name="m_onnx", platform="onnxruntime_onnx", max_batch_size=16)
     config.instance_group.add(count=1, kind=mc.ModelInstanceGroup.KIND_CPU)
@@ -193,7 +200,7 @@ def test_apply_writes_only_what_the_winner_changes_through_a_journaled_commit(tm
     target = tmp_path / "repo" / "m_onnx" / "config.pbtxt"
     target.parent.mkdir(parents=True)
     target.write_text(to_text(config))
-    assert apply_winner(tmp_path / "repo", Candidate("m_onnx", 2, 1, 32, 0)) == target
+    assert apply_winner(str(tmp_path / "repo"), Candidate("m_onnx", 2, 1, 32, 0)) == [str(target)]
     written = parse_config(target.read_text())
     assert [(g.count, g.kind) for g in written.instance_group] == [(2, mc.ModelInstanceGroup.KIND_CPU)]
     assert written.parameters[THREADS].string_value == "1"
@@ -201,3 +208,65 @@ def test_apply_writes_only_what_the_winner_changes_through_a_journaled_commit(tm
     assert written.max_batch_size == 32 and written.dynamic_batching.max_queue_delay_microseconds == 0
     assert list(written.dynamic_batching.preferred_batch_size) == [] and written.platform == "onnxruntime_onnx"
     assert not (tmp_path / ".repo.staging").exists()  # the staged change and its journal are gone
+
+
+@pytest.fixture(scope="module")
+def pipelines(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One export published twice, its `_pipeline` over ONNX in one repository and over TorchScript in the other."""
+    from serve_exports import write_export
+
+    from modelship.serve.publish import publish_export
+
+    root = tmp_path_factory.mktemp("pipelines")
+    export = write_export(root / "tiny", fp16_io=False)
+    repos = {}
+    for artifact in ("onnx", "torchscript"):
+        repos[artifact] = root / artifact
+        publish_export(export, repos[artifact], artifacts=["onnx", "torchscript"], pipeline=artifact)
+    return repos
+
+
+def read_config(repo: Path) -> Callable[[str], dict]:
+    from google.protobuf import json_format
+
+    from modelship.serve.triton_config import parse_config
+
+    def read(model: str) -> dict:
+        config = parse_config((repo / model / "config.pbtxt").read_text())
+        return json_format.MessageToDict(config, preserving_proto_field_name=True)
+
+    return read
+
+
+def as_message(config: dict):
+    from google.protobuf import json_format
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    return json_format.ParseDict(config, mc.ModelConfig())
+
+
+def test_a_pipeline_repointed_is_the_pipeline_publish_writes_over_that_artifact(pipelines: dict[str, Path]) -> None:
+    """TorchScript's tensors have other names (INPUT__0): matched by position, the re-pointed ensemble is exactly
+    the one publish builds over TorchScript."""
+    onnx, torchscript = read_config(pipelines["onnx"]), read_config(pipelines["torchscript"])
+    moved = repoint(onnx("tiny_pipeline"), onnx("tiny_onnx"), onnx("tiny_torchscript"))
+    assert moved == torchscript("tiny_pipeline")
+    assert repoint(moved, onnx("tiny_torchscript"), onnx("tiny_onnx")) == onnx("tiny_pipeline")
+
+
+def test_apply_changes_the_winner_and_points_the_pipeline_at_it(pipelines: dict[str, Path], tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    shutil.copytree(pipelines["onnx"], repo)
+    read = read_config(repo)
+    before = {p: p.read_text() for p in repo.glob("*/config.pbtxt")}
+    same = changes(read, Candidate("tiny_onnx", 2, 1, 8, 0), "tiny_pipeline")
+    assert list(same) == ["tiny_onnx"]  # the pipeline already steps into the winner
+    winner = Candidate("tiny_torchscript", 2, 1, 16, 1000)
+    written = apply_winner(str(repo), winner, "tiny_pipeline")
+    assert written == [str(repo / "tiny_torchscript" / "config.pbtxt"), str(repo / "tiny_pipeline" / "config.pbtxt")]
+    expected = override(read_config(pipelines["onnx"])("tiny_torchscript"), winner)
+    assert as_message(read("tiny_torchscript")) == as_message(expected)
+    assert read("tiny_pipeline") == read_config(pipelines["torchscript"])("tiny_pipeline")
+    after = {p: p.read_text() for p in repo.glob("*/config.pbtxt")}
+    assert {p for p in after if after[p] != before[p]} == {Path(w) for w in written}
+    assert not list(tmp_path.glob(".repo.staging*")) and not list(repo.glob(".*staging*"))

@@ -10,7 +10,7 @@ import pytest
 
 from modelship.contract.errors import UsageError
 from modelship.serve.tune.concurrency import evaluate
-from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.measurement import Budget, CandidateRefused, Point
 from modelship.serve.tune.search import MIN_GAIN, brute_force, hill_climb
 from modelship.serve.tune.space import Candidate, Space
 
@@ -126,3 +126,21 @@ def test_an_empty_space_is_refused() -> None:
         Space((), cores=2)
     with pytest.raises(UsageError, match="p99 budget"):
         Budget(0)
+
+
+def test_brute_force_climbs_each_ladder_to_the_budget_and_skips_what_the_server_refuses() -> None:
+    budget = Budget(40.0)
+    refused = Candidate("m_onnx_fp16", 1, 4, 16, 100)
+
+    def measure(candidate: Candidate, concurrency: int) -> Point:
+        if candidate == refused:
+            raise CandidateRefused("m_onnx_fp16: the server did not load it")
+        return surface(candidate, concurrency)
+
+    reference = brute_force(SPACE, measure, budget)
+    assert reference.evaluations[refused].skipped and not reference.evaluations[refused].points
+    for evaluation in reference.evaluations.values():
+        over = [p for p in evaluation.points if p.p99_ms > budget.p99_ms]
+        assert over in ([], list(evaluation.points[-1:]))  # only the last point may be over the budget
+        ladder = SPACE.concurrencies()[: len(evaluation.points)]
+        assert tuple(p.concurrency for p in evaluation.points) == ladder

@@ -55,8 +55,8 @@ if TYPE_CHECKING:
     "--apply",
     "apply",
     is_flag=True,
-    help="Write the winner into the --repo folder (publish's journaled commit) and load it; nothing when the "
-    "default wins.",
+    help="Write the winner into --repo, a folder (publish's journaled commit) or s3:// (publish's lock), and load "
+    "it; a tuned _pipeline steps into the winning artifact. Nothing changes when the default wins.",
 )
 @json_option
 def tune_command(
@@ -85,10 +85,11 @@ def tune_command(
       modelship tune resnet50_onnx --p99-ms 200
       modelship tune resnet50_onnx --url http://127.0.0.1:8000 --api-key-file KEY --p99-ms 50 --json
     """
+    from modelship.serve.object_store import is_object_store
     from modelship.serve.ports import is_loopback
     from modelship.serve.tune.run import TuneRequest
 
-    if apply and not (Path(repo) / model / "config.pbtxt").is_file():
+    if apply and not is_object_store(repo) and not (Path(repo) / model / "config.pbtxt").is_file():
         raise UsageError(f"--apply writes into --repo, and {repo} holds no model {model!r}",
                          hint="pass the --repo folder the server serves")  # fmt: skip
     if minutes <= 0 or max_concurrency < 1 or window_s <= 0:
@@ -99,12 +100,12 @@ def tune_command(
         raise UsageError(f"tune cannot read the cores of {url} from here", hint="pass --server-cores N")
     request = TuneRequest(model, Budget(p99_ms, min_throughput), cores, minutes * 60, max_concurrency, window_s)
     console = make_console(stderr=True)
-    result = _run(request, Path(repo), url, api_key_file, console.log, apply)
+    result = _run(request, repo, url, api_key_file, console.log, apply)
     _report(result, out, as_json)
 
 
 def _run(
-    request: TuneRequest, repo: Path, url: str | None, api_key_file: Path | None, log: Progress, apply: bool
+    request: TuneRequest, repo: str, url: str | None, api_key_file: Path | None, log: Progress, apply: bool
 ) -> TuneResult:
     from modelship.serve.client import TritonClient
     from modelship.serve.tune.local import local_server
@@ -113,21 +114,23 @@ def _run(
         key = api_key_file.read_text().strip() if api_key_file else None
         with TritonClient(url, api_key=key, concurrency=1) as client:
             return _tune(client, request, repo, log, apply)
-    with local_server(repo, request.model, log) as server, server.client() as client:
+    with local_server(Path(repo), request.model, log) as server, server.client() as client:
         return _tune(client, request, repo, log, apply)
 
 
-def _tune(client: TritonClient, request: TuneRequest, repo: Path, log: Progress, apply: bool) -> TuneResult:
-    """Tune, then with --apply write the winner into `repo` and load it from there."""
+def _tune(client: TritonClient, request: TuneRequest, repo: str, log: Progress, apply: bool) -> TuneResult:
+    """Tune, then with --apply write the winner into `repo` and load it (and the pipeline over it) from there."""
     from modelship.serve.tune.apply import apply_winner
     from modelship.serve.tune.run import tune
 
     result = tune(client, request, log)
     if apply and not result.default_wins:
         winner = result.winner.candidate
-        result.applied = str(apply_winner(repo, winner))
-        client.load(winner.artifact)
-        log(f"applied: {result.applied}, and {winner.artifact} loaded with it")
+        result.applied = apply_winner(repo, winner, result.pipeline)
+        loaded = [winner.artifact] + ([result.pipeline] if result.pipeline and len(result.applied) > 1 else [])
+        for model in loaded:
+            client.load(model)
+        log(f"applied: {', '.join(result.applied)}; {', '.join(loaded)} loaded from there")
     return result
 
 
@@ -166,7 +169,7 @@ def _report(result: TuneResult, out: Path, as_json: bool) -> None:
             f"winner: {best.candidate.describe()}, {best.throughput:.1f}/s at {best.concurrency} clients, p99 "
             f"{best.p99_ms:.1f} ms: {result.confirmation.ratio:.2f}x the default's throughput (median of "
             f"{len(result.confirmation.rounds)} interleaved rounds)"
-            + (f"; written to {result.applied}" if result.applied else "; --apply writes it into the repository")
+            + (f"; written to {', '.join(result.applied)}" if result.applied else "; --apply writes it")
         )
     searched = f"{len(result.search.evaluations)} configs, {result.search.measured} points"
     console.print(f"{searched} measured in {result.seconds / 60:.1f} min; plot: {payload['plot']}; {payload['report']}")

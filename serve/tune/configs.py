@@ -50,3 +50,35 @@ def override(config: JsonObject, candidate: Candidate) -> JsonObject:
         batching["max_queue_delay_microseconds"] = candidate.queue_delay_us
         batching.pop("preferred_batch_size", None)
     return changed
+
+
+def is_pipeline(config: JsonObject) -> bool:
+    return "ensemble_scheduling" in config
+
+
+def steps(config: JsonObject) -> list[str]:
+    """The models an ensemble steps into, in its config's order (none for any other model)."""
+    return [step["model_name"] for step in config.get("ensemble_scheduling", {}).get("step", [])]
+
+
+def repoint(pipeline: JsonObject, old: JsonObject, new: JsonObject) -> JsonObject:
+    """`pipeline` (an ensemble's config) with its step into `old` (an artifact's config) stepping into `new`
+    instead. The artifacts of one export take and give the same tensors in the same order, under their format's
+    names (TorchScript's INPUT__0), so the step's tensors are matched by position; each pipeline output the step
+    gives is typed as `new` gives it (an fp16 artifact's float16 logits)."""
+    changed = copy.deepcopy(pipeline)
+    step = next(s for s in changed["ensemble_scheduling"]["step"] if s["model_name"] == old["name"])
+    inputs = _by_position(old.get("input", []), new.get("input", []))
+    outputs = _by_position(old.get("output", []), new.get("output", []))
+    step["model_name"] = new["name"]
+    step["input_map"] = {inputs[served]: own for served, own in step.get("input_map", {}).items()}
+    step["output_map"] = {outputs[served]: own for served, own in step.get("output_map", {}).items()}
+    given = step["output_map"]
+    types = {given[t["name"]]: t["data_type"] for t in new.get("output", []) if t["name"] in given}
+    for tensor in changed.get("output", []):
+        tensor["data_type"] = types.get(tensor["name"], tensor["data_type"])
+    return changed
+
+
+def _by_position(old: list[JsonObject], new: list[JsonObject]) -> dict[str, str]:
+    return {a["name"]: b["name"] for a, b in zip(old, new, strict=True)}

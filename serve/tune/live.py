@@ -1,6 +1,8 @@
 """The measurer that drives a real Triton: it loads each candidate through the repository API's load-with-config
 override (recording the config first, serve.tune.restore), then measures with the project's load generator, window
-after window until WINDOWS agree, the client's own CPU use measured beside them."""
+after window until WINDOWS agree, the client's own CPU use measured beside them. Tuning a pipeline, it also points
+the pipeline's step at the candidate's artifact (configs.repoint, from the pipeline as published) and measures
+requests sent to the pipeline: its preprocessing or tokenization counts in every point."""
 
 from __future__ import annotations
 
@@ -10,14 +12,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modelship.contract.errors import ClientError, TuneError
+from modelship.contract.errors import ClientError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.client import TritonClient
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.requests import sender
 from modelship.serve.load.stats import LoadStats
-from modelship.serve.tune.configs import override
-from modelship.serve.tune.measurement import Point, point_of, until_agreeing
+from modelship.serve.tune.configs import override, repoint
+from modelship.serve.tune.measurement import CandidateRefused, Point, point_of, until_agreeing
 from modelship.serve.tune.requests import request_inputs
 from modelship.serve.tune.restore import Restorer
 from modelship.serve.tune.space import Candidate
@@ -26,13 +28,10 @@ WINDOW_S = 1.0
 WARMUP_S = 0.3
 
 
-class CandidateRefused(TuneError):
-    """The server would not load a candidate config (it keeps serving the one it had)."""
-
-
 @dataclass
 class LiveMeasurer:
-    """Measures candidates of the models in `published` (artifact -> its config as the server had it)."""
+    """Measures candidates of the models in `published` (artifact -> its config as the server had it; the first
+    is the one `pipeline`, when given, steps into as published)."""
 
     client: TritonClient
     published: dict[str, JsonObject]
@@ -42,31 +41,50 @@ class LiveMeasurer:
     loaded: dict[str, Candidate] = field(default_factory=dict)
     inputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     measured: int = 0
+    pipeline: JsonObject | None = None
+    step: str = field(init=False)  # the artifact the pipeline steps into now
+
+    def __post_init__(self) -> None:
+        self.step = next(iter(self.published))
 
     def serve(self, candidate: Candidate) -> None:
-        """Load `candidate`'s config unless its artifact already serves with it."""
-        if self.loaded.get(candidate.artifact) == candidate:
-            return
-        self.on_load(candidate)
-        self.restorer.remember(candidate.artifact, self.published[candidate.artifact])
-        try:
-            self.client.load(candidate.artifact, override(self.published[candidate.artifact], candidate))
-        except ClientError as exc:
-            self.loaded.pop(candidate.artifact, None)
-            raise CandidateRefused(
-                f"{candidate.describe()}: the server did not load it ({exc.message[:200]})"
-            ) from None
-        self.loaded[candidate.artifact] = candidate
+        """Load `candidate`'s config unless its artifact already serves with it (and point the pipeline at it)."""
+        if self.loaded.get(candidate.artifact) != candidate:
+            self.on_load(candidate)
+            self.restorer.remember(candidate.artifact, self.published[candidate.artifact])
+            try:
+                self.client.load(candidate.artifact, override(self.published[candidate.artifact], candidate))
+            except ClientError as exc:
+                self.loaded.pop(candidate.artifact, None)
+                raise self._refused(candidate, exc) from None
+            self.loaded[candidate.artifact] = candidate
+        if self.pipeline is not None and self.step != candidate.artifact:
+            self.restorer.remember(self.pipeline["name"], self.pipeline)
+            first = next(iter(self.published))
+            config = repoint(self.pipeline, self.published[first], self.published[candidate.artifact])
+            try:
+                self.client.load(self.pipeline["name"], config)
+            except ClientError as exc:
+                raise self._refused(candidate, exc, f"{self.pipeline['name']} over it") from None
+            self.step = candidate.artifact
+
+    @staticmethod
+    def _refused(candidate: Candidate, exc: ClientError, what: str = "it") -> CandidateRefused:
+        return CandidateRefused(f"{candidate.describe()}: the server did not load {what} ({exc.message[:200]})")
+
+    def target(self, candidate: Candidate) -> str:
+        """The model the requests go to: the pipeline, else the candidate's artifact."""
+        return self.pipeline["name"] if self.pipeline is not None else candidate.artifact
 
     def measure(self, candidate: Candidate, concurrency: int) -> Point:
         self.serve(candidate)
-        inputs = self._inputs(candidate.artifact)
+        target = self.target(candidate)
         make = sender(
             self.client.url,
             self.client.protocol.value,
-            candidate.artifact,
-            inputs,
-            {o.name: np.empty(0) for o in self.client.model(candidate.artifact).outputs},
+            target,
+            self._inputs(target),
+            {o.name: np.empty(0) for o in self.client.model(target).outputs},
         )
         began, cpu = time.perf_counter(), time.process_time()
 
@@ -83,7 +101,7 @@ class LiveMeasurer:
         used = (time.process_time() - cpu) / max(time.perf_counter() - began, 1e-9)
         return point_of(candidate, windows, stable, used)
 
-    def _inputs(self, artifact: str) -> dict[str, np.ndarray]:
-        if artifact not in self.inputs:
-            self.inputs[artifact] = request_inputs(self.client.model(artifact))
-        return self.inputs[artifact]
+    def _inputs(self, model: str) -> dict[str, np.ndarray]:
+        if model not in self.inputs:
+            self.inputs[model] = request_inputs(self.client.model(model))
+        return self.inputs[model]

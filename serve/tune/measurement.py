@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from modelship.contract.errors import UsageError
+from modelship.contract.errors import TuneError, UsageError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.load.stats import LoadStats
 from modelship.serve.tune.space import Candidate
@@ -16,6 +16,10 @@ from modelship.serve.tune.space import Candidate
 AGREE = 0.10  # windows agree when each one's throughput is within this share of their median
 WINDOWS = 3  # agreeing windows a point needs
 MOST_WINDOWS = 8  # windows a point may take to agree; past it the point is marked unstable
+
+
+class CandidateRefused(TuneError):
+    """The server would not serve a candidate config (it keeps serving the one it had): that candidate is skipped."""
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from modelship.contract.errors import ClientError, TuneError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.client import TritonClient
 from modelship.serve.tune.concurrency import Evaluation, evaluate
-from modelship.serve.tune.configs import export_of, published
+from modelship.serve.tune.configs import export_of, is_pipeline, published, steps
 from modelship.serve.tune.confirm import Confirmation, confirm
-from modelship.serve.tune.live import WINDOW_S, CandidateRefused, LiveMeasurer
-from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.live import WINDOW_S, LiveMeasurer
+from modelship.serve.tune.measurement import Budget, CandidateRefused, Point
 from modelship.serve.tune.restore import Restorer, journal_path, recover
 from modelship.serve.tune.search import Search, hill_climb
 from modelship.serve.tune.space import BATCH_SIZES, MAX_CONCURRENCY, Candidate, Space
@@ -43,7 +43,8 @@ class TuneResult:
     recovered: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    applied: str | None = None  # the config.pbtxt --apply wrote
+    pipeline: str | None = None  # the pipeline measured through (its step moved to each candidate's artifact)
+    applied: list[str] = field(default_factory=list)  # the config.pbtxt files --apply wrote
 
     @property
     def winner(self) -> Evaluation:
@@ -77,6 +78,7 @@ class TuneResult:
             "recovered": self.recovered,
             "restored": self.restored,
             "seconds": round(self.seconds, 1),
+            "pipeline": self.pipeline,
             "applied": self.applied,
         }
 
@@ -86,12 +88,14 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Served:
-    """`configs`: the model and the other artifacts of its export ready on the server (name -> config as served),
-    the model first; `batch_floor`: the largest max batch of a ready ensemble stepping into any of them (Triton
-    refuses an ensemble whose batch is larger than a step's, so no candidate may go under it)."""
+    """`configs`: the artifact tuned and the other artifacts of its export ready on the server (name -> config as
+    served), the tuned one first; `batch_floor`: the largest max batch of a ready ensemble stepping into any of them
+    (Triton refuses an ensemble whose batch is larger than a step's, so no candidate may go under it); `pipeline`:
+    the config of the pipeline named, when tune measures through it (its step moves to the candidate's artifact)."""
 
     configs: dict[str, JsonObject]
     batch_floor: int = 0
+    pipeline: JsonObject | None = None
 
 
 def served_artifacts(client: TritonClient, model: str) -> Served:
@@ -108,22 +112,34 @@ def served_artifacts(client: TritonClient, model: str) -> Served:
     if model not in ready:
         raise TuneError(f"{client.url} does not serve a ready model {model!r}", hint=f"ready: {', '.join(ready)}")
     everything = {name: client.model_config(name) for name in ready}
-    if "ensemble_scheduling" in everything[model]:
-        steps = [step["model_name"] for step in everything[model]["ensemble_scheduling"].get("step", [])]
-        raise TuneError(f"{model} is a pipeline: tune the artifact it serves", hint=f"its steps: {', '.join(steps)}")
-    export = export_of(everything[model])
-    configs = {model: everything[model]}
+    pipeline = everything[model] if is_pipeline(everything[model]) else None
+    artifact = _artifact_of(model, everything)
+    export = export_of(everything[artifact])
+    configs = {artifact: everything[artifact]}
     configs |= {
         name: config
         for name, config in everything.items()
-        if export is not None and export_of(config) == export and "ensemble_scheduling" not in config
+        if export is not None and export_of(config) == export and not is_pipeline(config)
     }
     floors = [
         int(config.get("max_batch_size", 0))
         for config in everything.values()
-        if any(step["model_name"] in configs for step in config.get("ensemble_scheduling", {}).get("step", []))
+        if any(step in configs for step in steps(config))
     ]
-    return Served(configs, max(floors, default=0))
+    return Served(configs, max(floors, default=0), pipeline)
+
+
+def _artifact_of(model: str, everything: dict[str, JsonObject]) -> str:
+    """`model`, or the artifact the pipeline `model` steps into (the step modelship published from an export)."""
+    if not is_pipeline(everything[model]):
+        return model
+    found = [s for s in steps(everything[model]) if s in everything and export_of(everything[s]) is not None]
+    if not found:
+        raise TuneError(
+            f"{model} is a pipeline over no ready model published by modelship",
+            hint=f"its steps: {', '.join(steps(everything[model]))}; load them, or tune the model it serves",
+        )
+    return found[0]
 
 
 @dataclass
@@ -136,6 +152,7 @@ class Session:
     measurer: LiveMeasurer
     restorer: Restorer
     recovered: list[str]
+    pipeline: str | None = None
 
     def evaluate(self, candidate: Candidate, budget: Budget, progress: Progress) -> Evaluation:
         try:
@@ -153,7 +170,8 @@ def open_session(client: TritonClient, request: TuneRequest, progress: Progress,
     if recovered:
         progress(f"restored the configs a killed tune left: {', '.join(recovered)}")
     served = served_artifacts(client, request.model)
-    start = published(request.model, served.configs[request.model], request.cores)
+    artifact = next(iter(served.configs))
+    start = published(artifact, served.configs[artifact], request.cores)
     if space is None:
         batches = tuple(b for b in sorted({*BATCH_SIZES, start.max_batch_size}) if b > 0 and b >= served.batch_floor)
         space = Space(tuple(served.configs), request.cores, batches, max_concurrency=request.max_concurrency)
@@ -162,9 +180,9 @@ def open_session(client: TritonClient, request: TuneRequest, progress: Progress,
         if served.batch_floor:
             progress(f"largest batch kept at {served.batch_floor} or more: a loaded pipeline batches that many")
     restorer = Restorer(client, journal)
-    measurer = LiveMeasurer(client, served.configs, restorer, request.window_s)
-    measurer.loaded[request.model] = start
-    return Session(space, start, measurer, restorer, recovered)
+    measurer = LiveMeasurer(client, served.configs, restorer, request.window_s, pipeline=served.pipeline)
+    measurer.loaded[artifact] = start
+    return Session(space, start, measurer, restorer, recovered, served.pipeline["name"] if served.pipeline else None)
 
 
 def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda line: None) -> TuneResult:
@@ -194,8 +212,9 @@ def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda
     finally:
         restored = session.restorer.restore()
     return TuneResult(
-        request, session.space, search, default, confirmation, session.recovered, restored, time.monotonic() - began
-    )
+        request, session.space, search, default, confirmation, session.recovered, restored, time.monotonic() - began,
+        session.pipeline,
+    )  # fmt: skip
 
 
 def _confirm(

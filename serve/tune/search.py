@@ -2,8 +2,8 @@
 
 `hill_climb` starts at the config as published and moves to the best of its neighbours (serve.tune.space) while one
 beats the current config by MIN_GAIN (a smaller step is noise), measuring each candidate once at the concurrencies
-serve.tune.concurrency chooses. `brute_force` measures every candidate at every concurrency of the ladder: the
-reference the bench holds the search to. Both are pure: the evaluation is injected.
+serve.tune.concurrency chooses. `brute_force` measures every candidate at every concurrency of the ladder within
+the budget: the reference the bench holds the search to. Both are pure: the evaluation is injected.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from modelship.serve.tune.concurrency import Evaluation
-from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.measurement import Budget, CandidateRefused, Point
 from modelship.serve.tune.space import Candidate, Space
 
 MIN_GAIN = 0.03  # a neighbour must beat the current config's throughput by this share to be moved to
@@ -94,12 +94,24 @@ def _beats(challenger: Evaluation, holder: Evaluation, budget: Budget) -> bool:
     return mine[1] > theirs[1] * (1 + MIN_GAIN)
 
 
-def brute_force(space: Space, measure: Callable[[Candidate, int], Point], budget: Budget) -> Search:
-    """Every candidate at every concurrency of the ladder."""
+def brute_force(
+    space: Space, measure: Callable[[Candidate, int], Point], budget: Budget, progress: Progress = lambda search: None
+) -> Search:
+    """Every candidate at every concurrency of the ladder up to its first point over the p99 budget (in a closed
+    loop more clients only queue longer, so no point above it can be within the budget)."""
     search = Search(budget, next(space.candidates()))
     for candidate in space.candidates():
-        points = tuple(measure(candidate, c) for c in space.concurrencies())
+        points: list[Point] = []
+        try:
+            for concurrency in space.concurrencies():
+                points.append(measure(candidate, concurrency))
+                if points[-1].p99_ms > budget.p99_ms:
+                    break
+        except CandidateRefused as exc:
+            search.evaluations[candidate] = Evaluation(candidate, tuple(points), skipped=exc.message)
+            continue
         within = [p for p in points if p.within(budget)]
         best = max(within, key=lambda p: p.throughput) if within else None
-        search.evaluations[candidate] = Evaluation(candidate, points, best)
+        search.evaluations[candidate] = Evaluation(candidate, tuple(points), best)
+        progress(search)
     return search
