@@ -171,7 +171,7 @@ class IndexClient:
     def model_config(self, name: str) -> dict:
         if name.endswith("_pipeline"):
             steps = [{"model_name": "m_preprocess"}, {"model_name": "m_onnx" if name == "m_pipeline" else "gone"}]
-            return {"max_batch_size": 16, "ensemble_scheduling": {"step": steps}}
+            return {"name": name, "max_batch_size": 16, "ensemble_scheduling": {"step": steps}}
         return self.config("other" if name.startswith("other") else "m")
 
 
@@ -270,3 +270,18 @@ def test_apply_changes_the_winner_and_points_the_pipeline_at_it(pipelines: dict[
     after = {p: p.read_text() for p in repo.glob("*/config.pbtxt")}
     assert {p for p in after if after[p] != before[p]} == {Path(w) for w in written}
     assert not list(tmp_path.glob(".repo.staging*")) and not list(repo.glob(".*staging*"))
+
+
+def test_a_grid_of_the_callers_loses_the_batches_a_loaded_pipeline_forbids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step loaded with a smaller batch than its pipeline's takes the pipeline down: no candidate goes under it."""
+    from modelship.serve.tune.run import TuneRequest, open_session
+    from modelship.serve.tune.space import Space
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    grid = Space(("m_onnx", "m_onnx_fp16"), 2, (1, 8, 16, 32))
+    request = TuneRequest("m_pipeline", Budget(100.0), 2)
+    session = open_session(IndexClient(), request, lambda line: None, grid)  # type: ignore[arg-type]
+    assert session.space.batch_sizes == (16, 32) and session.pipeline == "m_pipeline"
+    assert session.start == Candidate("m_onnx", 1, 2, 16, 100) and session.measurer.step == "m_onnx"

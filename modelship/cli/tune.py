@@ -76,13 +76,16 @@ def tune_command(
 ) -> None:
     """Measure NAME as published, then search which of its export's artifacts serves (fp32, fp16, INT8 ONNX,
     TorchScript), with how many instances and intra-op threads, the largest batch and the queue delay, each at the
-    client concurrency that gives the most throughput within the p99 budget. The winner is measured again against
-    the default, interleaved, and kept only if it holds. Every config changed on the server is restored on exit
-    (after a kill, by the next tune). Prints a table of every point; writes OUT/tune.json and OUT/tune.png.
+    client concurrency that gives the most throughput within the p99 budget. NAME may be a _pipeline: it is measured
+    through its own requests (photos or sentences), its step moved to each candidate artifact. The winner is
+    measured again against the default, interleaved, and kept only if it holds. Every config changed on the server
+    is restored on exit (after a kill, by the next tune). Prints a table of every point; writes OUT/tune.json and
+    OUT/tune.png.
 
     \b
     Examples:
       modelship tune resnet50_onnx --p99-ms 200
+      modelship tune resnet50_pipeline --p99-ms 300 --apply
       modelship tune resnet50_onnx --url http://127.0.0.1:8000 --api-key-file KEY --p99-ms 50 --json
     """
     from modelship.serve.object_store import is_object_store

@@ -164,7 +164,7 @@ class Session:
 
 def open_session(client: TritonClient, request: TuneRequest, progress: Progress, space: Space | None = None) -> Session:
     """Recover what a killed tune left, then find the model's artifacts (`space`: a grid of the caller's instead
-    of the default one over them)."""
+    of the default one over them; either way without the batch sizes a loaded pipeline forbids)."""
     journal = journal_path(client.url)
     recovered = recover(client, journal)
     if recovered:
@@ -173,12 +173,15 @@ def open_session(client: TritonClient, request: TuneRequest, progress: Progress,
     artifact = next(iter(served.configs))
     start = published(artifact, served.configs[artifact], request.cores)
     if space is None:
-        batches = tuple(b for b in sorted({*BATCH_SIZES, start.max_batch_size}) if b > 0 and b >= served.batch_floor)
+        batches = tuple(sorted({*BATCH_SIZES, start.max_batch_size}))
         space = Space(tuple(served.configs), request.cores, batches, max_concurrency=request.max_concurrency)
         if not start.max_batch_size:  # a model without a batch axis: no batcher to tune
             space = replace(space, batch_sizes=(0,), queue_delays_us=(start.queue_delay_us,))
-        if served.batch_floor:
-            progress(f"largest batch kept at {served.batch_floor} or more: a loaded pipeline batches that many")
+    if served.batch_floor:
+        # loading a step with a smaller batch would take the pipeline down: Triton refuses the ensemble then
+        kept = tuple(b for b in space.batch_sizes if b >= served.batch_floor) or (served.batch_floor,)
+        space = replace(space, batch_sizes=kept)
+        progress(f"largest batch kept at {served.batch_floor} or more: a loaded pipeline batches that many")
     restorer = Restorer(client, journal)
     measurer = LiveMeasurer(client, served.configs, restorer, request.window_s, pipeline=served.pipeline)
     measurer.loaded[artifact] = start
