@@ -7,8 +7,8 @@ default's.
 Models: quick, the small bench model (TorchScript, ONNX fp32 and fp16, 0.3 s windows); full, resnet50 and
 mobilenet_v3_large made realistic with fp16 and INT8 variants (precision suite's exports) and the real MiniLM's
 `_pipeline` (tokenization on the server, its step moved to each ONNX artifact), 0.5 s windows. The full grid is 81
-configs per model (3 artifacts, 3 placements on 2 cores, 3 batch sizes, 3 queue delays): expect about 20 minutes
-per model on 2 cores."""
+configs per model (3 artifacts, 3 placements on 2 cores, 3 batch sizes, 3 queue delays; MiniLM's pipeline batches
+16, so its grid keeps batch 16 only: 27): expect about 20 minutes per image model on 2 cores."""
 
 from __future__ import annotations
 
