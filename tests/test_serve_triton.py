@@ -4,6 +4,7 @@ models, queried over HTTP and gRPC and compared with eager PyTorch. One server f
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +23,8 @@ from modelship.contract.errors import ClientError
 from modelship.contract.iospec import ServedNames
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
+from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.requests import sender
 from modelship.serve.publish import publish_export
 from modelship.serve.served_runner import TritonRunner
 from modelship.serve.server import TritonServer
@@ -159,6 +162,19 @@ def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, p
         assert [e["index"] for e in prediction["top_k"]] == list(np.argsort(-row)[:2])
         assert prediction["top_k"][0]["label"] == LABELS[int(np.argmax(row))]
     assert len(payload["predictions"]) == 3
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_load_windows_leave_no_descriptor_behind(server: TritonServer, protocol: str) -> None:
+    """Each window's threads end with their clients: a tune's hundreds of windows must not run out of descriptors
+    (tritonclient.http left a gevent hub of 2 descriptors behind per thread)."""
+    inputs = {"image": batch(1)}
+    make = sender(url(server, protocol), protocol, "tiny_onnx", inputs, {"logits": np.empty(0)})
+    run_load(make, concurrency=4, duration_s=0.05)
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(10):
+        run_load(make, concurrency=4, duration_s=0.05)
+    assert len(os.listdir("/proc/self/fd")) - before < 10  # 40 threads ran
 
 
 def test_metrics_endpoint_counts_inferences(server: TritonServer) -> None:

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from modelship.contract.errors import UsageError
-from modelship.serve.tune.concurrency import evaluate
+from modelship.serve.tune.concurrency import RESOLUTION, evaluate
 from modelship.serve.tune.measurement import Budget, CandidateRefused, Point
 from modelship.serve.tune.search import MIN_GAIN, brute_force, hill_climb
 from modelship.serve.tune.space import Candidate, Space
@@ -45,7 +45,7 @@ def test_the_search_reaches_brute_forces_best_in_a_third_of_its_points(p99_ms: f
     budget = Budget(p99_ms)
     reference = brute_force(SPACE, surface, budget)
     measured = Counter()
-    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, measured, budget, SPACE.max_concurrency), budget)
+    found = hill_climb(SPACE, DEFAULT, lambda c, s: evaluate(c, measured, budget, SPACE.max_concurrency, s), budget)
     assert found.best.throughput >= 0.95 * reference.best.throughput
     assert found.best.best is not None and found.best.best.p99_ms <= p99_ms
     assert found.measured == len(measured.calls) <= reference.measured / 3
@@ -55,7 +55,7 @@ def test_the_search_reaches_brute_forces_best_in_a_third_of_its_points(p99_ms: f
 def test_each_candidate_is_measured_once_per_concurrency() -> None:
     budget = Budget(40.0)
     measured = Counter()
-    hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, measured, budget, SPACE.max_concurrency), budget)
+    hill_climb(SPACE, DEFAULT, lambda c, s: evaluate(c, measured, budget, SPACE.max_concurrency, s), budget)
     assert len(measured.calls) == len(set(measured.calls))
 
 
@@ -68,6 +68,26 @@ def test_the_concurrency_found_is_the_largest_within_budget_to_a_quarter() -> No
     assert largest * 0.75 <= found.best.concurrency <= largest
 
 
+@pytest.mark.parametrize("start", [4, 16, 64])
+def test_started_where_a_neighbour_peaked_a_candidate_finds_the_same_concurrency_in_fewer_points(start: int) -> None:
+    budget = Budget(40.0)
+    candidate = Candidate("m_onnx", 1, 4, 32, 0)
+    from_one, counted = evaluate(candidate, surface, budget, 64), Counter()
+    found = evaluate(candidate, counted, budget, 64, start)
+    assert found.best is not None and from_one.best is not None
+    assert found.best.throughput >= from_one.best.throughput / (1 + RESOLUTION)
+    assert len(counted.calls) < len(from_one.points)  # from 64, over the budget: halved, then bisected
+
+
+def test_a_peak_just_under_the_start_is_not_missed() -> None:
+    def past_its_best(candidate: Candidate, concurrency: int) -> Point:
+        throughput = {8: 375.0, 16: 278.0}.get(concurrency, 100.0 * concurrency)
+        return Point(candidate, concurrency, throughput, 1.0, 1.0)
+
+    found = evaluate(DEFAULT, past_its_best, Budget(200.0), 16, start=16)
+    assert found.best is not None and found.best.concurrency == 8
+
+
 def test_a_saturated_server_is_not_pushed_to_more_clients() -> None:
     candidate = Candidate("m_onnx", 1, 4, 1, 0)  # no batching: throughput flat from 2 clients on
     found = evaluate(candidate, surface, Budget(10_000.0), 64)
@@ -76,7 +96,7 @@ def test_a_saturated_server_is_not_pushed_to_more_clients() -> None:
 
 def test_a_budget_nothing_meets_keeps_the_closest_point() -> None:
     budget = Budget(0.1)
-    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, surface, budget, 32), budget)
+    found = hill_climb(SPACE, DEFAULT, lambda c, s: evaluate(c, surface, budget, 32, s), budget)
     assert found.best.best is None and found.best.score(budget)[0] == 0
     lowest = min(p.p99_ms for p in found.points)
     assert min(p.p99_ms for p in found.best.points) == lowest
@@ -88,7 +108,7 @@ def test_should_stop_ends_the_search_with_its_reason() -> None:
     found = hill_climb(
         SPACE,
         DEFAULT,
-        lambda c: evaluate(c, surface, budget, 32),
+        lambda c, s: evaluate(c, surface, budget, 32, s),
         budget,
         should_stop=lambda: "time budget spent" if len(seen) >= 3 else None,
         progress=lambda search: seen.append(search.measured),
@@ -103,7 +123,7 @@ def test_a_gain_within_noise_does_not_move_the_search() -> None:
         bump = 1 + MIN_GAIN / 2 if candidate.queue_delay_us == 0 else 1.0
         return Point(candidate, concurrency, 100.0 * bump, 1.0, 1.0)
 
-    found = hill_climb(SPACE, DEFAULT, lambda c: evaluate(c, flat, budget, 1), budget)
+    found = hill_climb(SPACE, DEFAULT, lambda c, s: evaluate(c, flat, budget, 1, s), budget)
     assert found.best.candidate == DEFAULT
 
 
@@ -117,7 +137,7 @@ def test_placements_never_oversubscribe_the_cores() -> None:
 def test_a_published_default_off_the_grid_is_measured_as_published_first() -> None:
     budget = Budget(40.0)
     start = Candidate("m_onnx", 1, 4, 12, 250)
-    found = hill_climb(SPACE, start, lambda c: evaluate(c, surface, budget, 32), budget)
+    found = hill_climb(SPACE, start, lambda c, s: evaluate(c, surface, budget, 32, s), budget)
     assert next(iter(found.evaluations)) == start
 
 

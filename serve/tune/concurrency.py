@@ -1,8 +1,11 @@
 """The client concurrency at which one candidate gives the most throughput within the p99 budget.
 
-Throughput grows with concurrency until the server saturates, and p99 grows with it. So: measure at 1; double while
-the budget holds and throughput still grows by GAIN; where the budget breaks, bisect between the last concurrency
-that met it and the first that did not, to RESOLUTION. Pure: the measurer is injected.
+Throughput grows with concurrency until the server saturates, and p99 grows with it. So: measure at the start (1,
+or where the config the search holds peaked: neighbouring configs saturate near it); halve while over the budget;
+double (up to the most clients) while the budget holds and throughput still grows by GAIN; where the budget breaks,
+bisect between the last concurrency that met it and the first that did not, to RESOLUTION. Started above 1 and
+grown no further, the concurrency below the start is measured too, so a peak just under it (a batcher past its
+best) is not missed. Pure: the measurer is injected.
 """
 
 from __future__ import annotations
@@ -49,9 +52,13 @@ class Evaluation:
 
 
 def evaluate(
-    candidate: Candidate, measure: Callable[[Candidate, int], Point], budget: Budget, max_concurrency: int
+    candidate: Candidate,
+    measure: Callable[[Candidate, int], Point],
+    budget: Budget,
+    max_concurrency: int,
+    start: int = 1,
 ) -> Evaluation:
-    """`candidate` measured at the concurrencies the module doc describes."""
+    """`candidate` measured at the concurrencies the module doc describes, from `start`."""
     measured: dict[int, Point] = {}
 
     def at(concurrency: int) -> Point:
@@ -59,24 +66,33 @@ def evaluate(
             measured[concurrency] = measure(candidate, concurrency)
         return measured[concurrency]
 
-    met = 1
+    met = max(1, min(start, max_concurrency))
     broke: int | None = None
-    if at(1).within(budget):
-        while met * 2 <= max_concurrency:
-            point = at(met * 2)
+    while met > 1 and not at(met).within(budget):
+        broke, met = met, met // 2
+    if not at(met).within(budget):
+        return Evaluation(candidate, tuple(measured.values()))
+    if broke is None:
+        first, rose = met, False
+        while met < max_concurrency:
+            up = min(met * 2, max_concurrency)
+            point = at(up)
             if not point.within(budget):
-                broke = met * 2
+                broke = up
                 break
             grew = point.throughput >= at(met).throughput * GAIN
-            met *= 2
+            met = up
             if not grew:
                 break
-        while broke is not None and broke - met > max(1, int(met * RESOLUTION)):
-            middle = (met + broke) // 2
-            if at(middle).within(budget):
-                met = middle
-            else:
-                broke = middle
+            rose = True
+        if first > 1 and not rose:
+            at(first // 2)
+    while broke is not None and broke - met > max(1, int(met * RESOLUTION)):
+        middle = (met + broke) // 2
+        if at(middle).within(budget):
+            met = middle
+        else:
+            broke = middle
     within = [p for p in measured.values() if p.within(budget)]
     best = max(within, key=lambda p: (p.throughput, -p.concurrency)) if within else None
     return Evaluation(candidate, tuple(measured.values()), best)

@@ -154,9 +154,9 @@ class Session:
     recovered: list[str]
     pipeline: str | None = None
 
-    def evaluate(self, candidate: Candidate, budget: Budget, progress: Progress) -> Evaluation:
+    def evaluate(self, candidate: Candidate, budget: Budget, progress: Progress, start: int = 1) -> Evaluation:
         try:
-            return evaluate(candidate, self.measurer.measure, budget, self.space.max_concurrency)
+            return evaluate(candidate, self.measurer.measure, budget, self.space.max_concurrency, start)
         except CandidateRefused as exc:
             progress(f"skipped {exc.message}")
             return Evaluation(candidate, skipped=exc.message)
@@ -205,7 +205,7 @@ def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda
         search = hill_climb(
             session.space,
             session.start,
-            lambda candidate: session.evaluate(candidate, request.budget, progress),
+            lambda candidate, start: session.evaluate(candidate, request.budget, progress, start),
             request.budget,
             should_stop=lambda: "time budget spent" if time.monotonic() > deadline else None,
             progress=report,

@@ -2,8 +2,9 @@
 
 `hill_climb` starts at the config as published and moves to the best of its neighbours (serve.tune.space) while one
 beats the current config by MIN_GAIN (a smaller step is noise), measuring each candidate once at the concurrencies
-serve.tune.concurrency chooses. `brute_force` measures every candidate at every concurrency of the ladder within
-the budget: the reference the bench holds the search to. Both are pure: the evaluation is injected.
+serve.tune.concurrency chooses, a neighbour's from the concurrency where the current config peaked. `brute_force`
+measures every candidate at every concurrency of the ladder within the budget: the reference the bench holds the
+search to. Both are pure: the evaluation is injected.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Search:
         return [p for e in self.evaluations.values() for p in e.points]
 
 
-Evaluate = Callable[[Candidate], Evaluation]
+Evaluate = Callable[[Candidate, int], Evaluation]  # a candidate, the concurrency to start at
 Progress = Callable[[Search], None]
 ShouldStop = Callable[[], str | None]
 
@@ -62,9 +63,9 @@ def hill_climb(
     """Climb from `start` (moved onto the grid) until no neighbour gains MIN_GAIN, or `should_stop` names a reason."""
     search = Search(budget, start)
 
-    def visit(candidate: Candidate) -> Evaluation:
+    def visit(candidate: Candidate, concurrency: int = 1) -> Evaluation:
         if candidate not in search.evaluations:
-            search.evaluations[candidate] = evaluate(candidate)
+            search.evaluations[candidate] = evaluate(candidate, concurrency)
             progress(search)
         return search.evaluations[candidate]
 
@@ -77,7 +78,7 @@ def hill_climb(
             if search.stopped is not None:
                 search.chosen = best.candidate
                 return search
-            tried = visit(neighbour)
+            tried = visit(neighbour, current.best.concurrency if current.best else 1)
             if _beats(tried, best, budget):
                 best = tried
         if best is current:
