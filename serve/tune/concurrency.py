@@ -5,7 +5,8 @@ or where the config the search holds peaked: neighbouring configs saturate near 
 double (up to the most clients) while the budget holds and throughput still grows by GAIN; where the budget breaks,
 bisect between the last concurrency that met it and the first that did not, to RESOLUTION. Started above 1 and
 grown no further, the concurrency below the start is measured too, so a peak just under it (a batcher past its
-best) is not missed. Pure: the measurer is injected.
+best) is not missed. The point kept is the knee: the fewest clients within GAIN of the most throughput measured.
+Pure: the measurer is injected.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ def evaluate(
             met = middle
         else:
             broke = middle
-    within = [p for p in measured.values() if p.within(budget)]
-    best = max(within, key=lambda p: (p.throughput, -p.concurrency)) if within else None
-    return Evaluation(candidate, tuple(measured.values()), best)
+    return Evaluation(candidate, tuple(measured.values()), knee([p for p in measured.values() if p.within(budget)]))
+
+
+def knee(within: list[Point]) -> Point | None:
+    """The fewest clients whose throughput is within GAIN of the most: past the knee more clients only queue (the
+    same throughput, a p99 closer to the budget), and which of two such points reads higher is noise."""
+    if not within:
+        return None
+    most = max(p.throughput for p in within)
+    return min((p for p in within if p.throughput * GAIN >= most), key=lambda p: p.concurrency)
