@@ -168,8 +168,10 @@ def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, p
 def test_load_windows_leave_no_descriptor_behind(server: TritonServer, protocol: str) -> None:
     """Each window's threads end with their clients: a tune's hundreds of windows must not run out of descriptors
     (tritonclient.http left a gevent hub of 2 descriptors behind per thread)."""
-    inputs = {"image": batch(1)}
-    make = sender(url(server, protocol), protocol, "tiny_onnx", inputs, {"logits": np.empty(0)})
+    with TritonClient(url(server, protocol)) as client:
+        info = client.model("tiny_onnx")
+    outputs = {o.name: np.empty(0) for o in info.outputs}
+    make = sender(url(server, protocol), protocol, "tiny_onnx", {info.inputs[0].name: batch(1)}, outputs)
     run_load(make, concurrency=4, duration_s=0.05)
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(10):
