@@ -79,9 +79,9 @@ def test_the_winner_holds_only_within_budget_in_every_round_and_faster(
 ) -> None:
     asked: list[Candidate] = []
 
-    def measure(p: Point) -> Point:
-        asked.append(p.candidate)
-        if p.candidate == DEFAULT:
+    def measure(candidate: Candidate, concurrency: int) -> Point:
+        asked.append(candidate)
+        if candidate == DEFAULT:
             return point(DEFAULT, 100.0, 30.0)
         return point(WINNER, winner_throughput, winner_p99)
 

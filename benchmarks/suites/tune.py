@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelship.bench.report import Row
-from modelship.bench.workspace import Workspace
+from modelship.bench.workspace import Log, Workspace
 from modelship.contract.errors import TuneError
 from modelship.serve.tune.confirm import Confirmation, confirm
 from modelship.serve.tune.measurement import Budget, Point
@@ -30,7 +30,6 @@ from modelship.serve.tune.space import Candidate, Space
 
 SUITE = "tune"
 Measure = Callable[[Candidate, int], Point]
-Log = Callable[[str], None]
 BUDGET_MS = 200.0
 
 
@@ -137,7 +136,7 @@ def _side_by_side(measure: Measure, brute: Search, search: Search, budget: Budge
     if found is None or best is None:
         raise TuneError(f"tune bench: no config of {search.start.artifact} met p99 {budget.p99_ms:g} ms")
     log("tune: both bests measured again, interleaved")
-    return confirm(lambda p: measure(p.candidate, p.concurrency), best, found, budget)
+    return confirm(measure, best, found, budget)
 
 
 def _climb(session: Session, space: Space, budget: Budget, ws: Workspace) -> Search:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from modelship.contract.json_object import JsonObject
 from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.space import Candidate
 
 ROUNDS = 3
 
@@ -29,10 +30,14 @@ class Confirmation:
 
 
 def confirm(
-    measure: Callable[[Point], Point], default: Point, winner: Point, budget: Budget, rounds: int = ROUNDS
+    measure: Callable[[Candidate, int], Point], default: Point, winner: Point, budget: Budget, rounds: int = ROUNDS
 ) -> Confirmation:
-    """`measure(point)` measures `point`'s candidate again at `point`'s concurrency."""
-    pairs = tuple((measure(default), measure(winner)) for _ in range(rounds))
+    """`default` and `winner` measured again, each at its concurrency, by `measure(candidate, concurrency)`."""
+
+    def again(point: Point) -> Point:
+        return measure(point.candidate, point.concurrency)
+
+    pairs = tuple((again(default), again(winner)) for _ in range(rounds))
     ratio = statistics.median(w.throughput / d.throughput for d, w in pairs)
     default_within = all(d.within(budget) for d, _ in pairs)
     holds = all(w.within(budget) for _, w in pairs) and (ratio > 1.0 or not default_within)

@@ -15,7 +15,7 @@ from modelship.serve.tune.concurrency import Evaluation, evaluate
 from modelship.serve.tune.configs import export_of, is_pipeline, published, steps
 from modelship.serve.tune.confirm import Confirmation, confirm
 from modelship.serve.tune.live import WINDOW_S, LiveMeasurer
-from modelship.serve.tune.measurement import Budget, CandidateRefused, Point
+from modelship.serve.tune.measurement import Budget, CandidateRefused
 from modelship.serve.tune.restore import Restorer, journal_path, recover
 from modelship.serve.tune.search import Search, hill_climb
 from modelship.serve.tune.space import BATCH_SIZES, MAX_CONCURRENCY, Candidate, Space
@@ -230,8 +230,4 @@ def _confirm(
     if baseline is None:
         return None
     progress(f"confirming {best.candidate.describe()} against the default, interleaved")
-
-    def again(point: Point) -> Point:
-        return measurer.measure(point.candidate, point.concurrency)
-
-    return confirm(again, baseline, best.best, budget)
+    return confirm(measurer.measure, baseline, best.best, budget)
