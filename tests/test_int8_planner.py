@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from modelship.contract.artifact_details import Int8Try
+from modelship.contract.artifact_details import Int8Details, Int8Try
 from modelship.contract.errors import ExportError
 from modelship.contract.manifest import Declined
 from modelship.contract.parity_report import ParityReport
@@ -23,7 +23,7 @@ U8 = Int8Recipe(activations=Activations.UINT8)
 S8 = Int8Recipe(activations=Activations.INT8)
 TIMED = [Timed(U8, 3.0), Timed(S8, 1.2)]
 SEVEN_BIT = (True,)
-NODES = [f"Conv_{i}" for i in range(20)]  # worst first
+NODES = [f"Conv_{i}" for i in range(40)]  # worst first
 FAST = {"batch 1": 2.0, "batch 7": 3.0}
 
 
@@ -54,7 +54,7 @@ class Fake:
 
     def rank(self, chosen: Judged) -> Ranking:
         self.ranked += 1
-        return Ranking(list(NODES), {n: 0.1 / (i + 1) for i, n in enumerate(NODES)}, "their own error")
+        return Ranking({n: 0.1 / (i + 1) for i, n in enumerate(NODES)}, "their own error")
 
     def time(self, recipe: Int8Recipe) -> dict[str, float]:
         self.timed.append(recipe)
@@ -177,3 +177,50 @@ def test_a_decline_fails_the_export_only_under_require_variants() -> None:
     with pytest.raises(ExportError, match="not accurate enough") as caught:
         refuse_declined(declined, required=True)
     assert "nothing was written" in (caught.value.hint or "")
+
+
+def test_the_recipe_leaving_the_fewest_qdq_pairs_is_judged_first_unless_slower_than_fp32() -> None:
+    """A count of the Q/DQ pairs ONNX Runtime leaves unfused orders the recipes before a noisy timing does: the op
+    set it fuses (2 pairs left) is judged before the weight ops alone (34), though timed a little slower."""
+    fused = Int8Recipe(ops=("Conv", "Gemm", "Add", "Clip"))
+    weights = Int8Recipe()
+    fake = Fake(lambda recipe: judged(recipe, True, 0.999))
+    plan([Timed(weights, 1.3, 34), Timed(fused, 1.2, 2)], SEVEN_BIT, fake)
+    assert fake.tried[0] == fused
+    fake = Fake(lambda recipe: judged(recipe, True, 0.999))
+    plan([Timed(weights, 1.3, 34), Timed(fused, 0.9, 2)], SEVEN_BIT, fake)  # fewer pairs, but slower than fp32
+    assert fake.tried[0] == weights
+    fake = Fake(lambda recipe: judged(recipe, True, 0.999))
+    plan([Timed(fused, 0.0, 2), Timed(weights, 1.3, 34)], SEVEN_BIT, fake)  # the quantizer failed on it
+    assert fake.tried[0] == weights
+
+
+def test_nodes_are_kept_float_by_what_each_removes_from_the_answer_per_speed_it_costs() -> None:
+    """A large convolution kept float costs more speed than an Add: its gain is weighed against its share of the
+    integer work; a node whose gain is not positive is never kept float."""
+    ranking = Ranking({"big_conv": 0.10, "add": 0.06, "harmless": -0.01, "nothing": 0.0}, "gain", {"big_conv": 0.5})
+    assert ranking.nodes == ["add", "big_conv"]  # add: 0.06 / 1; big_conv: 0.10 / (1 + 4 x 0.5)
+    assert Ranking({"a": 0.1, "b": 0.2}, "gain").nodes == ["b", "a"]
+
+
+def test_the_closest_recipe_is_refined_before_the_other_recipes_are_judged() -> None:
+    """Keeping the right node float keeps the fast recipe's speed; the weight ops alone or the other activation type
+    are judged only when refining it did not pass."""
+    fake = Fake(lambda recipe: judged(recipe, recipe.activations is Activations.UINT8 and bool(recipe.excluded), 0.98))
+    done = plan(TIMED, SEVEN_BIT, fake)
+    assert done.passed and S8 not in fake.tried and done.chosen is not None
+    assert done.chosen.recipe == U8.excluding(NODES[:1])
+    fake = Fake(lambda recipe: judged(recipe, recipe.activations is Activations.INT8, 0.98))
+    done = plan(TIMED, SEVEN_BIT, fake)
+    assert done.passed and fake.tried[-1] == S8 and len(fake.tried) <= INT8_TRIALS
+    assert [bool(r.excluded) for r in fake.tried[:-1]] == [False, False, *[True] * (len(fake.tried) - 3)]
+
+
+def test_the_tries_no_other_beats_on_accuracy_and_speed_are_the_choices_shown() -> None:
+    def attempt(agreement: float, speed: float) -> Int8Try:
+        return Int8Try("r", False, [], 1, 0.9, agreement, judged=24, interval=(0.5, 0.9), speedup=speed)
+
+    tries = [attempt(0.6, 2.0), attempt(0.8, 1.8), attempt(0.7, 1.5), attempt(0.9, 1.1), attempt(0.9, 1.0)]
+    front = Int8Details(tries=tries).pareto()
+    assert [(t.top1_agreement, t.speedup) for t in front] == [(0.6, 2.0), (0.8, 1.8), (0.9, 1.1)]
+    assert front[0].point() == "top-1 0.600 (0.50-0.90), 2.00x fp32"

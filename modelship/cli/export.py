@@ -268,6 +268,8 @@ def export_command(
             click.echo(f"{art.name}: {line}")
     for declined in result.manifest.declined:
         click.echo(declined.reason)
+        for line in declined.details.warnings() if declined.details is not None else []:
+            click.echo(f"{declined.name}: {line}")
     click.echo(f"exported {spec.name} to {result.folder}")
 
 

@@ -89,6 +89,10 @@ class ArtifactDetails:
         """What the export's summary says of this artifact beyond its parity row (none by default)."""
         return []
 
+    def warnings(self) -> list[str]:
+        """What a user must read of it even when the variant was declined (none by default)."""
+        return []
+
     def triton_parameters(self) -> dict[str, str]:
         """What its published Triton config notes about it, as config parameters (none by default)."""
         return {}
@@ -240,9 +244,11 @@ class AotiDetails(ArtifactDetails):
 @dataclass(frozen=True)
 class Int8Try:
     """One INT8 quantization tried: its recipe, whether it passed on the held-back inputs, and why not: the first
-    failures, on how many input sets, the lowest top-1 agreement of a classifier's output and the lowest cosine of
-    an output (how close it came, when it has them); `raised`: ONNX Runtime's quantizer failed on it (its failure
-    says why)."""
+    failures, on how many input sets, the lowest top-1 agreement of a classifier's output with its 95% interval
+    over the `judged` held-back inputs (contract.confidence) and the lowest cosine of an output (how close it came,
+    when it has them); its speed against fp32 at the largest verified batch (`speedup`: with the agreement, the
+    try's point on the accuracy-speed plane); the nodes it kept float; `raised`: ONNX Runtime's quantizer failed on
+    it (its failure says why)."""
 
     recipe: str
     passed: bool
@@ -251,6 +257,26 @@ class Int8Try:
     cosine: float | None = None
     top1_agreement: float | None = None
     raised: bool = False
+    judged: int = 0
+    interval: tuple[float, float] | None = None
+    speedup: float | None = None
+    kept_float: list[str] = field(default_factory=list)
+
+    def accuracy(self) -> float | None:
+        """What the try is judged closest by: top-1 agreement where it has one, else the cosine."""
+        return self.top1_agreement if self.top1_agreement is not None else self.cosine
+
+    def point(self) -> str:
+        """The try on the accuracy-speed plane, e.g. `top-1 0.917 (0.74-0.98), 2.35x fp32`."""
+        parts = []
+        if self.top1_agreement is not None:
+            shown = f" ({self.interval[0]:.2f}-{self.interval[1]:.2f})" if self.interval else ""
+            parts.append(f"top-1 {self.top1_agreement:.3f}{shown}")
+        elif self.cosine is not None:
+            parts.append(f"cosine {self.cosine:.4f}")
+        if self.speedup:
+            parts.append(f"{self.speedup:.2f}x fp32")
+        return ", ".join(parts) or ("the quantizer failed" if self.raised else "no figures")
 
     def closeness(self) -> tuple[bool, int, float, float]:
         """Sorts the closest try first: passing, then fewest failing sets, then the answers a user sees (top-1
@@ -278,15 +304,37 @@ class Int8Details(OnnxDetails):
     target_cpu: str = ""  # contract.cpu_kinds.CpuKind: where the export was told it will be served
     judged_on: str = ""  # the CpuKind of the CPU it was judged and timed on
     full_range_weights: bool = False  # weights in all 8 bits (else 7: they never saturate)
+    quantized_ops: list[str] = field(default_factory=list)  # the op types the recipe quantized
+    qdq_pairs_left: int | None = None  # Q/DQ pairs ONNX Runtime's CPU optimisations could not fuse
+    integer_ops: int | None = None  # integer operators in the graph ONNX Runtime runs
+    confidence: str = ""  # one line when the held-back inputs are too few to resolve the bar (contract.confidence)
 
     def lines(self) -> list[str]:
         speed = ", ".join(f"{ratio:.2f}x fp32 at {batch}" for batch, ratio in self.speedups.items())
         lines = [f"{self.recipe}; {speed} (ONNX Runtime, this CPU)", f"calibration {self.calibration}"]
+        if self.qdq_pairs_left is not None:
+            lines.append(
+                f"as ONNX Runtime runs it: {self.integer_ops} integer ops, {self.qdq_pairs_left} Q/DQ pairs left"
+            )
         if self.kept_float:
             lines.append(f"kept float: {', '.join(self.kept_float)}")
         if self.target_cpu:
             lines.append(f"made for {CpuKind(self.target_cpu).description}: {self.holds_on()}")
-        return lines
+        return lines + self.warnings()
+
+    def warnings(self) -> list[str]:
+        return [self.confidence] if self.confidence else []
+
+    def pareto(self) -> list[Int8Try]:
+        """The tries no other try beats on both accuracy (top-1 agreement, else cosine) and speed, fastest first:
+        the choices between accuracy and speed the search found."""
+        points = {t.point(): (accuracy, t.speedup, t) for t in self.tries if t.speedup and (accuracy := t.accuracy())}
+        front = [
+            (speed, t)
+            for accuracy, speed, t in points.values()
+            if not any(a >= accuracy and s >= speed and (a, s) != (accuracy, speed) for a, s, _ in points.values())
+        ]
+        return [t for _, t in sorted(front, key=lambda pair: -pair[0])]
 
     def vnni_only(self) -> bool:
         """Full-range weights judged on a VNNI CPU: on an AVX2 CPU they saturate, and the verdict does not hold."""
@@ -306,4 +354,7 @@ class Int8Details(OnnxDetails):
 
     @classmethod
     def _typed(cls, values: JsonObject) -> JsonObject:
-        return super()._typed(values) | {"tries": [Int8Try(**t) for t in values.get("tries") or []]}
+        tries = [
+            t | {"interval": tuple(t["interval"]) if t.get("interval") else None} for t in values.get("tries") or []
+        ]
+        return super()._typed(values) | {"tries": [Int8Try(**t) for t in tries]}

@@ -1,6 +1,7 @@
 """Real photographs without a network, in the numbers INT8 calibration asks for: the colour photos scikit-image's
 wheel ships (astronaut, coffee, chelsea, rocket, ...) cut into seeded crops of many sizes and aspect ratios, some
-mirrored, saved as JPEG like a folder of production images."""
+mirrored, saved as JPEG like a folder of production images; and crops of other photos, scikit-learn's (a temple in
+China, a flower), for judging a model on photos its calibration never saw (`unseen_photo_folder`)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,24 @@ def source_photos() -> list[Path]:
     return [data / name for name in SOURCES if (data / name).is_file()]
 
 
-def photo_folder(folder: Path, count: int = 200, seed: int = 0) -> Path:
-    """`count` JPEG crops of the bundled photos in `folder` (created), named in a stable order."""
+def unseen_photos() -> list[Path]:
+    """scikit-learn's two sample photos: none of scikit-image's."""
+    import sklearn.datasets
+
+    images = Path(sklearn.datasets.__file__).parent / "images"
+    return sorted(images.glob("*.jpg"))
+
+
+def unseen_photo_folder(folder: Path, count: int = 80, seed: int = 1) -> Path:
+    """`count` JPEG crops of photos `photo_folder` never cuts from (scikit-learn's), in `folder` (created)."""
+    return photo_folder(folder, count, seed, unseen_photos())
+
+
+def photo_folder(folder: Path, count: int = 200, seed: int = 0, sources: list[Path] | None = None) -> Path:
+    """`count` JPEG crops of the bundled photos (or of `sources`) in `folder` (created), named in a stable order."""
     folder.mkdir(parents=True, exist_ok=True)
     photos = []
-    for path in source_photos():
+    for path in source_photos() if sources is None else sources:
         with Image.open(path) as image:
             photos.append(image.convert("RGB"))
     rng = np.random.default_rng(seed)

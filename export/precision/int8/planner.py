@@ -2,16 +2,19 @@
 `Oracle` (quantize one recipe and judge it on the held-back inputs; rank the quantized nodes of a try; time a
 passing recipe against fp32) and decides, purely:
 
-1. Which recipes are judged, in order (`judged_recipes`): the faster timed recipe with per-channel and, static,
-   per-tensor weights, in every weight range the target CPU allows, all judged (the closest passing kept); then the
-   other timed recipes until one passes, except those measured slower than fp32, which could not ship (their tries
-   go to the float set instead; --keep-slower judges them). A recipe ONNX Runtime's quantizer fails on is one
-   failed try, recorded with its reason, and the search goes on.
+1. Which recipes are judged, in order (`judged_recipes`): the first timed recipe (`Timed.order`: not slower than
+   fp32, then the fewest Q/DQ pairs ONNX Runtime leaves unfused, then the fastest) with per-channel and, static,
+   per-tensor weights, in every weight range the target CPU allows, all judged (the closest passing kept).
 2. The closest try (contract.artifact_details.Int8Try.closeness) is refined: a static recipe tries percentile
-   calibration once (when the calibration inputs allow histograms), then its worst nodes are kept float, grown by
-   the one keep-in-higher-precision search (export.precision.fallback.Grow: 1, 2, 3, 4, 6, 9, ... never more than
-   MAX_FLOAT_SHARE of the quantized nodes), until one passes or `trials` tries are spent.
-3. The outcome (`Outcome`): shipped, or declined in one line naming why (every recipe failed to quantize; none was
+   calibration once, then the nodes worth most kept float (`Ranking.nodes`: what keeping each float does to the
+   answer, per speed it costs) are kept float, grown by the one keep-in-higher-precision search
+   (export.precision.fallback.Grow: 1, 2, 3, 4, 6, 9, ... never more than MAX_FLOAT_SHARE of the quantized nodes),
+   stopping at the first that passes.
+3. Then, while none passes and tries remain, the other timed recipes (the weight ops alone, the other activation
+   type), except those measured slower than fp32, which could not ship (--keep-slower judges them). A recipe ONNX
+   Runtime's quantizer fails on is one failed try, recorded with its reason, and the search goes on (when none of
+   the first quantizes, the next recipe that does is the one refined). At most `trials` tries in all.
+4. The outcome (`Outcome`): shipped, or declined in one line naming why (every recipe failed to quantize; none was
    accurate enough, with the closest figures reached; accurate but slower than fp32 at a batch).
 
 tests/test_int8_planner.py drives it with fake oracles through every outcome, without ONNX Runtime.
@@ -31,7 +34,7 @@ from modelship.contract.parity_report import ParityReport
 from modelship.export.precision.fallback import Grow
 from modelship.export.precision.int8.recipe import Calibration, Int8Recipe, Mode
 
-INT8_TRIALS = 8  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
+INT8_TRIALS = 12  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
 MAX_FLOAT_SHARE = 0.5  # of the quantized nodes, at most this share is kept float
 NAME = "onnx_int8"
 
@@ -52,19 +55,41 @@ class Judged:
 
 @dataclass(frozen=True)
 class Ranking:
-    """The quantized nodes worst first, each one's error, and what that error measures (for the choices)."""
+    """What keeping each quantized node float gains (`gains`: the error it removes from the answer, or the error it
+    adds on its own; the larger, the sooner kept float), what that measures (for the choices), and what each costs
+    kept float (`costs`: its share of the graph's integer work, which then runs in float behind a Q/DQ pair)."""
 
-    nodes: list[str]
-    errors: dict[str, float]
+    gains: dict[str, float]
     measure: str
+    costs: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes worth keeping float, the most gain per cost first: a node's cost is 1 (the Q/DQ pair around
+        it) plus its share of the integer work in units of the average node's (a large convolution kept float
+        costs more speed than an Add); a node whose gain is not positive is left out (keeping it float helps
+        nothing)."""
+        count = len(self.gains)
+
+        def value(name: str) -> float:
+            return self.gains[name] / (1.0 + count * self.costs.get(name, 0.0))
+
+        return sorted((name for name, gain in self.gains.items() if gain > 0), key=lambda name: -value(name))
 
 
 @dataclass(frozen=True)
 class Timed:
-    """A base recipe and its speed against fp32 at the largest verified batch (0: the quantizer failed on it)."""
+    """A base recipe, its speed against fp32 at the largest verified batch (0: the quantizer failed on it) and the
+    Q/DQ pairs ONNX Runtime left unfused in it (None: not counted)."""
 
     recipe: Int8Recipe
     ratio: float
+    pairs_left: int | None = None
+
+    def order(self) -> tuple[bool, bool, int, float]:
+        """Sorts the recipe to judge first first: not slower than fp32, then the fewest Q/DQ pairs left (a count,
+        where a timing is noisy), then the faster; one the quantizer failed on last."""
+        return (self.ratio < 1, self.ratio <= 0, self.pairs_left or 0, -self.ratio)
 
 
 class Oracle(Protocol):
@@ -113,8 +138,9 @@ def plan(
     trials: int = INT8_TRIALS,
 ) -> Plan:
     """Judge the recipes, refine the closest, time the one that passes and decide (see the module doc). `timed`:
-    the base recipes, the fastest first; `ranges`: the reduce_range values judged (7-bit: True)."""
+    the base recipes (judged in Timed.order); `ranges`: the reduce_range values judged (7-bit: True)."""
     done = Plan(None)
+    timed = sorted(timed, key=Timed.order)
 
     def tried(recipe: Int8Recipe) -> Judged:
         judged = oracle.attempt(recipe)
@@ -122,14 +148,15 @@ def plan(
         return judged
 
     candidates, pair = judged_recipes(timed, ranges, keep_slower, done.why)
-    judged: list[Judged] = []
-    for recipe in candidates:
-        judged.append(tried(recipe))
-        if len(judged) >= pair and any(j.passed for j in judged):
-            break
+    first, rest = candidates[:pair], candidates[pair:]
+    judged = [tried(recipe) for recipe in first]
+    while rest and _closest(judged) is None:  # nothing quantized yet: the next recipe is the one refined
+        judged.append(tried(rest.pop(0)))
     done.chosen = _closest(judged)
     if done.chosen is not None and not done.passed and len(done.tries) < trials:
         _refine(done, oracle, tried, percentile, trials)
+    while rest and not done.passed and len(done.tries) < trials:  # the slower recipes, whole, with what is left
+        done.chosen = _closest([j for j in (done.chosen, tried(rest.pop(0))) if j is not None])
     if done.passed:
         assert done.chosen is not None
         done.speedups = oracle.time(done.chosen.recipe)
@@ -183,13 +210,13 @@ def _keep_worst_float(done: Plan, oracle: Oracle, tried: _Tried, trials: int) ->
         done.why.append(f"no node kept float: ranking the quantized nodes failed ({exc.message})")
         return
     ranked = [name for name in ranking.nodes if name not in start.recipe.excluded]
-    search = Grow(ranked[: int(len(ranking.nodes) * MAX_FLOAT_SHARE)])
+    search = Grow(ranked[: int(len(ranking.gains) * MAX_FLOAT_SHARE)])
     while (chosen := search.next()) is not None and len(done.tries) < trials:
         judged = tried(start.recipe.excluding(chosen))
         done.chosen = _closest([start if done.chosen is None else done.chosen, judged])
         search.step(judged.passed)
     if search.result:
-        shown = ", ".join(f"{n} adds {_db(ranking.errors[n])}" for n in search.result[:3])
+        shown = ", ".join(f"{n} ({_db(ranking.gains[n])})" for n in search.result[:3])
         more = ", ..." if len(search.result) > 3 else ""
         done.why.append(f"{len(search.result)} nodes kept float, the worst by {ranking.measure} ({shown}{more})")
 
@@ -212,9 +239,15 @@ def decide(done: Plan, keep_slower: bool) -> tuple[Outcome, str | None]:
         best = done.chosen.record
         named = best.failures[:1]  # the figures it names are not repeated
         shown = [f"{label} {value:.4f}" for label, value in _figures(best) if not any(label in f for f in named)]
+        interval = (
+            f" (95% interval of its top-1 agreement on {best.judged} held-back inputs: "
+            f"{best.interval[0]:.2f}-{best.interval[1]:.2f})"
+            if best.interval
+            else ""
+        )
         return Outcome.INACCURATE, (
             f"{NAME} not written: not accurate enough on the held-back inputs after {len(done.tries)} tries; the "
-            f"closest, {best.recipe}: {', '.join([*named, *shown])}"
+            f"closest, {best.recipe}: {', '.join([*named, *shown])}{interval}"
         )
     slower = {batch: ratio for batch, ratio in done.speedups.items() if ratio < 1.0}
     if slower and not keep_slower:

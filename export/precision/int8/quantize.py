@@ -14,9 +14,9 @@ from pathlib import Path
 import onnx
 
 from modelship.contract.errors import ExportError
-from modelship.contract.tensors import Tensors
 from modelship.export.precision.int8.per_token import per_token
-from modelship.export.precision.int8.recipe import Activations, ActivationScale, Calibration, Int8Recipe, Mode
+from modelship.export.precision.int8.ranges import Ranges, ort_method
+from modelship.export.precision.int8.recipe import Activations, ActivationScale, Int8Recipe, Mode
 
 
 @dataclass
@@ -25,22 +25,6 @@ class Quantized:
 
     path: Path
     recipe: Int8Recipe
-
-
-class _Reader:
-    """ONNX Runtime's CalibrationDataReader protocol over our input sets."""
-
-    def __init__(self, sets: Sequence[Tensors]) -> None:
-        self._sets = iter(list(sets))
-
-    def get_next(self) -> Tensors | None:
-        return next(self._sets, None)
-
-
-def _rows(inputs: Tensors) -> list[Tensors]:
-    """One input set split into sets of one row each."""
-    count = len(next(iter(inputs.values())))
-    return [{name: value[i : i + 1] for name, value in inputs.items()} for i in range(count)]
 
 
 @contextlib.contextmanager
@@ -70,13 +54,14 @@ def prepare(fp32: Path, out: Path) -> Path:
 
 
 def quantize(
-    fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors], only: Sequence[str] = ()
+    fp32: Path, out: Path, recipe: Int8Recipe, ranges: Ranges | None = None, only: Sequence[str] = ()
 ) -> Quantized:
-    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: ranges from `calibration`; `only`: those
-    nodes alone); an ExportError naming the recipe when ONNX Runtime's quantizer fails on it."""
+    """Quantize the fp32 graph at `fp32` into `out` by `recipe` (static: activation ranges from `ranges`, calibrated
+    on first use; `only`: those nodes alone); an ExportError naming the recipe when ONNX Runtime's quantizer or
+    calibrator fails on it."""
     try:
         with quiet():
-            return _quantize(fp32, out, recipe, calibration, list(only))
+            return _quantize(fp32, out, recipe, ranges, list(only))
     except ExportError:
         raise
     except Exception as exc:  # whatever ONNX Runtime's quantizer raises on a graph: one failed recipe, one line
@@ -87,9 +72,8 @@ def quantize(
         ) from None
 
 
-def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[Tensors], only: list[str]) -> Quantized:
+def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, ranges: Ranges | None, only: list[str]) -> Quantized:
     from onnxruntime.quantization import (
-        CalibrationMethod,
         QuantFormat,
         QuantType,
         quantize_dynamic,
@@ -113,35 +97,23 @@ def _quantize(fp32: Path, out: Path, recipe: Int8Recipe, calibration: Sequence[T
         if recipe.scale is ActivationScale.TOKEN:
             onnx.save(per_token(onnx.load(str(out))), str(out))
     else:
-        methods = {
-            Calibration.MINMAX: CalibrationMethod.MinMax,
-            Calibration.ENTROPY: CalibrationMethod.Entropy,
-            Calibration.PERCENTILE: CalibrationMethod.Percentile,
-        }
+        if not ranges:
+            raise ExportError(f"{recipe.describe()}: static INT8 needs calibration inputs", hint="pass --calibrate")
         symmetric = recipe.activations is Activations.INT8
-        activations = QuantType.QInt8 if symmetric else QuantType.QUInt8
-        # a histogram calibrator stacks what each set gives: sets of one row each stack whatever the batch left over
-        histogram = recipe.method is not Calibration.MINMAX
-        sets = [row for inputs in calibration for row in _rows(inputs)] if histogram else list(calibration)
         quantize_static(
             fp32,
             out,
-            _Reader(sets),
+            None,
             quant_format=QuantFormat.QDQ,
             op_types_to_quantize=list(recipe.ops),
             per_channel=recipe.per_channel,
             reduce_range=recipe.reduce_range,
-            activation_type=activations,
+            activation_type=QuantType.QInt8 if symmetric else QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             nodes_to_exclude=excluded,
             nodes_to_quantize=only,
-            calibrate_method=methods[recipe.method],
-            extra_options={
-                "CalibMovingAverage": not histogram,  # per-batch ranges averaged: one outlier sets none
-                "CalibTensorRangeSymmetric": symmetric,
-                "CalibPercentile": 99.999,
-                "ActivationSymmetric": symmetric,
-                "WeightSymmetric": True,
-            },
+            calibrate_method=ort_method(recipe.method),
+            calibration_cache_path=ranges.for_recipe(recipe),
+            extra_options={"ActivationSymmetric": symmetric, "WeightSymmetric": True},
         )
     return Quantized(out, recipe)
