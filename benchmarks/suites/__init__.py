@@ -20,8 +20,8 @@ SUITES: dict[str, str] = {
     "fleet": "rollout time from S3 vs a folder for 1 and 3 servers; 2 servers round robin vs 1",
     "vision": "a photo in, the class mask or the boxes out: segmentation and detection pipelines vs in-process",
     "text": "a text in, an embedding out: server-side tokenization vs the same work in-process (MiniLM)",
-    "precision": "INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, MiniLM) with their accuracy; "
-    "served INT8 vs served fp32",
+    "precision": "INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, the real EfficientNet-Lite0 and "
+    "MobileNetV2, MiniLM) with their accuracy; served INT8 vs served fp32",
     "tune": "modelship tune's search vs brute force on one grid through Triton: best throughput within p99 200 ms, "
     "points measured, minutes",
 }

@@ -99,8 +99,8 @@ def bench_command(
     fleet      rollout from S3 vs a folder, 1 and 3 servers; 2 servers round robin vs 1
     vision     segmentation and detection pipelines vs the same work in-process
     text       the MiniLM text pipeline (tokenization on the server) vs in-process
-    precision  INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, MiniLM) beside their accuracy;
-               served resnet50 INT8 vs served fp32
+    precision  INT8 and fp16 vs fp32 in-process (resnet50, mobilenet_v3_large, the real EfficientNet-Lite0 and
+               MobileNetV2, MiniLM) beside their accuracy; served resnet50 INT8 vs served fp32
     tune       modelship tune's search vs brute force on one grid (best throughput within p99 200 ms, points,
                minutes); only when named: --suite tune
 

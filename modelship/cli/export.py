@@ -207,6 +207,7 @@ def export_command(
     Examples:
       export-model ckpt.pt --onnx --fp16
       export-model ckpt.pt --onnx --int8 --calibrate photos/
+      export-model ckpt.pt --onnx --int8 --calibrate photos/ --holdout judge-photos/
       export-model lite0.pth --arch lite_factory:Lite0 --onnx --int8 --calibrate photos/ \\
           --preprocess resize=256,crop=224
       export-model ckpt.pt --arch resnet50 --torchscript --trace

@@ -34,7 +34,7 @@ from modelship.contract.parity_report import ParityReport
 from modelship.export.precision.fallback import Grow
 from modelship.export.precision.int8.recipe import Calibration, Int8Recipe, Mode
 
-INT8_TRIALS = 12  # quantizations tried in all (each is a calibration and a verdict on the held-back inputs)
+INT8_TRIALS = 12  # quantizations tried in all (each a quantization, a verdict on the held-back inputs and a timing)
 MAX_FLOAT_SHARE = 0.5  # of the quantized nodes, at most this share is kept float
 NAME = "onnx_int8"
 
@@ -155,7 +155,7 @@ def plan(
     done.chosen = _closest(judged)
     if done.chosen is not None and not done.passed and len(done.tries) < trials:
         _refine(done, oracle, tried, percentile, trials)
-    while rest and not done.passed and len(done.tries) < trials:  # the slower recipes, whole, with what is left
+    while rest and not done.passed and len(done.tries) < trials:  # the other recipes, whole, with what is left
         done.chosen = _closest([j for j in (done.chosen, tried(rest.pop(0))) if j is not None])
     if done.passed:
         assert done.chosen is not None
@@ -218,7 +218,7 @@ def _keep_worst_float(done: Plan, oracle: Oracle, tried: _Tried, trials: int) ->
     if search.result:
         shown = ", ".join(f"{n} ({_db(ranking.gains[n])})" for n in search.result[:3])
         more = ", ..." if len(search.result) > 3 else ""
-        done.why.append(f"{len(search.result)} nodes kept float, the worst by {ranking.measure} ({shown}{more})")
+        done.why.append(f"{len(search.result)} nodes kept float, chosen by {ranking.measure} ({shown}{more})")
 
 
 def _closest(judged: Sequence[Judged]) -> Judged | None:
