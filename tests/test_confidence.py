@@ -21,10 +21,12 @@ def test_the_inputs_needed_grow_as_the_bar_leaves_the_edges() -> None:
     assert low >= 0.85 > wilson(round(0.9 * 183), 183)[0]
 
 
-def test_a_verdict_on_too_few_inputs_says_so_in_one_line_and_one_on_enough_says_nothing() -> None:
+def test_a_verdict_whose_interval_holds_the_bar_and_a_value_below_says_so_in_one_line_and_no_other() -> None:
     line = Agreement(22 / 24, 24, 0.9).warning("held-back inputs", "--holdout DIR")
     assert line == (
         "24 held-back inputs: 0.917 (0.74-0.98); too few to tell 0.9 from 0.85: give at least 184 held-back inputs "
         "(--holdout DIR)"
     )
     assert Agreement(0.95, 200, 0.9).warning("held-back inputs", "") is None
+    assert Agreement(1.0, 30, 0.9).warning("held-back inputs", "") is None  # 0.89-1.00: above 0.85 all the same
+    assert Agreement(0.4, 24, 0.9).warning("held-back inputs", "") is None  # 0.23-0.59: below the bar all the same

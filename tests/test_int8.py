@@ -72,7 +72,10 @@ def test_the_digits_int8_variant_is_judged_on_held_back_digits(exports: dict[str
     first = details["tries"][0]
     assert first["judged"] == 30 and first["interval"][0] <= first["top1_agreement"] <= first["interval"][1]
     assert first["speedup"] > 0 and first["kept_float"] == []
-    assert details["confidence"].startswith("30 held-back inputs: ") and "give at least 184" in details["confidence"]
+    chosen = next(t for t in details["tries"] if t["recipe"] == details["recipe"])
+    low, high = chosen["interval"]  # the line is there exactly when the interval holds both 0.9 and 0.85
+    assert bool(details["confidence"]) == (low <= 0.85 and high >= 0.9), (chosen, details["confidence"])
+    assert not details["confidence"] or details["confidence"].startswith("30 held-back inputs: ")
     assert {"per-channel", "per-tensor"} <= {t["recipe"].split(", ")[1] for t in details["tries"]}
     assert details["golden"] == "golden.int8.npz" and (folder / "model.int8.onnx").is_file()
     assert any(f["role"] == "golden" and f["file"] == "golden.int8.npz" for f in payload["files"])

@@ -1,5 +1,5 @@
-"""How sure a verdict on n inputs is: the 95% Wilson interval of an agreement (a share of n inputs that agree), and
-how many inputs it takes to tell a bar from a value `MARGIN` below it.
+"""How sure a verdict on n inputs is: the 95% Wilson interval of an agreement (a share of n inputs that agree),
+whether it tells a bar from a value `MARGIN` below it, and how many inputs that takes at the bar.
 
 A held-back set of 24 photos moves an agreement by 0.042 a photo: a variant reading 0.917 there (above a 0.9 bar)
 read 0.83-0.85 on 80 photos it never saw. The interval says so where the figure alone does not."""
@@ -46,15 +46,17 @@ class Agreement:
 
     @property
     def resolves(self) -> bool:
-        """Whether n inputs can tell the bar from a value MARGIN below it."""
-        return self.n >= inputs_to_resolve(self.bar)
+        """Whether the interval tells the bar from a value MARGIN below it: it does not hold both (1.000 on 30
+        inputs, 0.89-1.00, is above 0.85 however few they are; 0.917 on 24, 0.74-0.98, could be either)."""
+        low, high = self.interval
+        return not (low <= self.bar - MARGIN and high >= self.bar)
 
     def describe(self, what: str) -> str:
         low, high = self.interval
         return f"{self.n} {what}: {self.value:.3f} ({low:.2f}-{high:.2f})"
 
     def warning(self, what: str, more: str) -> str | None:
-        """One line when n inputs cannot resolve the bar, e.g. "24 held-back photos: 0.917 (0.74-0.98); too few to
+        """One line when the interval cannot resolve the bar, e.g. "24 held-back photos: 0.917 (0.74-0.98); too few to
         tell 0.9 from 0.85: give at least 139 (...)"; `more` says how."""
         if self.resolves:
             return None
