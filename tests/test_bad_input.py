@@ -267,6 +267,8 @@ EXPORT: list[Case] = [
     ("preprocess-unknown-key", lambda c: (export(c, "--preprocess", "zoom=2"), ["zoom=2", "known key"])),
     ("preprocess-bad-size", lambda c: (export(c, "--preprocess", "resize=big"), ["resize='big'", "HxW"])),
     ("preprocess-missing-file", lambda c: (export(c, "--preprocess", c.scratch / "p.json"), ["p.json"])),
+    ("preprocess-bad-inline-json", lambda c: (export(c, "--preprocess", '{"resize": 256'), ["not valid JSON"])),
+    ("preprocess-inline-unknown", lambda c: (export(c, "--preprocess", '{"zoom": 2}'), ["zoom"])),
     ("batch-sizes-zero", lambda c: (export(c, "--batch-sizes", "0,2"), ["batch sizes must be >= 1"])),
     ("batch-sizes-words", lambda c: (export(c, "--batch-sizes", "a,b"), ["comma-separated integers"])),
     ("batch-sizes-same", lambda c: (export(c, "--batch-sizes", "2,2"), ["two different batch sizes"])),

@@ -134,3 +134,14 @@ def test_importing_preprocess_does_not_import_torch() -> None:
     code = "import sys, preprocess; preprocess.PreprocessSpec(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_preprocess_takes_inline_json_as_well_as_pairs_and_files(tmp_path) -> None:
+    """`--preprocess '{"resize": 256, "crop": 224}'`, as `--input` specs and most CLIs take it: not split on commas."""
+    inline = PreprocessSpec.from_option('{"resize": 256, "crop": 224, "mean": [0.5, 0.5, 0.5]}')
+    assert inline == PreprocessSpec.from_option("resize=256,crop=224,mean=0.5/0.5/0.5")
+    path = tmp_path / "spec.json"
+    inline.write(path)
+    assert PreprocessSpec.from_option(str(path)) == inline
+    with pytest.raises(PreprocessError, match="not valid JSON"):
+        PreprocessSpec.from_option('{"resize": 256')

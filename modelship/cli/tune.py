@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.cli.numbers import at_least_zero, count, positive
 from modelship.cli.server_flags import repo_option, url_option
 from modelship.contract.errors import TuneError, UsageError
 from modelship.serve.tune.measurement import Budget
@@ -17,6 +18,13 @@ from modelship.serve.tune.measurement import Budget
 if TYPE_CHECKING:
     from modelship.serve.client import TritonClient
     from modelship.serve.tune.run import Progress, TuneRequest, TuneResult
+
+MAX_MS = 3_600_000.0  # an hour: a p99 budget past it is a typo
+MAX_THROUGHPUT = 1e7  # inferences/s
+MAX_MINUTES = 24 * 60.0  # a day's search
+MAX_CLIENTS = 1024  # concurrent load threads on this machine
+MAX_WINDOW_S = 600.0
+MAX_CORES = 4096
 
 
 @click.command("tune", cls=GuardedCommand)
@@ -29,18 +37,36 @@ if TYPE_CHECKING:
     default=None,
     help="The --url server's repository-API secret (`modelship serve` prints where it wrote it).",
 )
-@click.option("--p99-ms", type=float, required=True, help="The p99 latency budget, in milliseconds.")
+@click.option("--p99-ms", type=positive(MAX_MS), required=True, help="The p99 latency budget, in milliseconds.")
 @click.option(
-    "--min-throughput", type=float, default=0.0, show_default=True, help="Inferences/s the config must reach."
+    "--min-throughput",
+    type=at_least_zero(MAX_THROUGHPUT),
+    default=0.0,
+    show_default=True,
+    help="Inferences/s the config must reach.",
 )
 @click.option(
-    "--time-budget", "minutes", type=float, default=10.0, show_default=True, help="Minutes the search may take."
+    "--time-budget",
+    "minutes",
+    type=positive(MAX_MINUTES),
+    default=10.0,
+    show_default=True,
+    help="Minutes the search may take.",
 )
-@click.option("--max-concurrency", type=int, default=32, show_default=True, help="Most clients a point is measured at.")
-@click.option("--window", "window_s", type=float, default=1.0, show_default=True, help="Seconds per measured window.")
+@click.option(
+    "--max-concurrency",
+    type=count(MAX_CLIENTS),
+    default=32,
+    show_default=True,
+    help="Most clients a point is measured at.",
+)
+@click.option(
+    "--window", "window_s", type=positive(MAX_WINDOW_S), default=1.0, show_default=True,
+    help="Seconds per measured window.",
+)  # fmt: skip
 @click.option(
     "--server-cores",
-    type=int,
+    type=count(MAX_CORES),
     default=None,
     help="The server's CPU cores (instances x threads never exceed them); read here when the server is local.",
 )
@@ -95,8 +121,6 @@ def tune_command(
     if apply and not is_object_store(repo) and not (Path(repo) / model / "config.pbtxt").is_file():
         raise UsageError(f"--apply writes into --repo, and {repo} holds no model {model!r}",
                          hint="pass the --repo folder the server serves")  # fmt: skip
-    if minutes <= 0 or max_concurrency < 1 or window_s <= 0:
-        raise UsageError("--time-budget, --max-concurrency and --window must be positive")
     host = (url or "127.0.0.1").split("://", 1)[-1].rsplit(":", 1)[0]
     cores = server_cores or (os.cpu_count() if is_loopback(host) else None)
     if cores is None:

@@ -1,7 +1,7 @@
 """PreprocessSpec: everything needed to turn an image into a model input, as a typed, serialisable value.
 
-The manifest stores `spec.to_dict()`; `PreprocessSpec.from_option(value)` reads what `--preprocess` is given: a JSON
-file of those fields (`read`), or `key=value` pairs (`parse`, e.g. `resize=256,crop=224`).
+The manifest stores `spec.to_dict()`; `PreprocessSpec.from_option(value)` reads what `--preprocess` is given: inline
+JSON or a JSON file of those fields (`read`), or `key=value` pairs (`parse`, e.g. `resize=256,crop=224`).
 Order of operations (torchvision's Resize -> CenterCrop -> ToTensor -> Normalize): resize, center crop, divide by
 `1 / scale`, subtract `mean`, divide by `std` (mean/std in RGB order), reorder channels, lay out, cast.
 """
@@ -158,7 +158,17 @@ class PreprocessSpec:
 
     @classmethod
     def from_option(cls, value: str) -> PreprocessSpec:
-        """A command-line value: the path of a JSON file (`read`), else `key=value` pairs (`parse`)."""
+        """A command-line value: inline JSON (`{"resize": 256, "crop": 224}`), the path of a JSON file (`read`), else
+        `key=value` pairs (`parse`)."""
+        if value.lstrip().startswith("{"):
+            try:
+                data = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise PreprocessError(
+                    f"preprocess {value!r}: not valid JSON ({exc.msg} at character {exc.pos})",
+                    hint='quote it for the shell: --preprocess \'{"resize": 256, "crop": 224}\'',
+                ) from None
+            return cls.from_dict(data)
         return cls.read(Path(value)) if value.endswith(".json") or Path(value).is_file() else cls.parse(value)
 
 
