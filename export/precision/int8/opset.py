@@ -44,9 +44,6 @@ class Optimised:
     pairs_left: int
     integer_ops: int
 
-    def describe(self) -> str:
-        return f"{self.integer_ops} integer ops, {self.pairs_left} Q/DQ pairs left"
-
 
 def optimised(path: Path) -> Optimised:
     """Count what ONNX Runtime runs of the quantized graph at `path` after its graph optimisations (all levels, the

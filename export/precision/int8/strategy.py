@@ -26,7 +26,7 @@ from pathlib import Path
 import onnx
 
 from modelship.contract.artifact_details import Int8Details, Int8Try
-from modelship.contract.confidence import Agreement
+from modelship.contract.confidence import Agreement, wilson
 from modelship.contract.cpu_kinds import CpuKind, this_cpu
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
@@ -330,7 +330,7 @@ def _try(recipe: Int8Recipe, report: ParityReport, judged: int, speedup: float) 
         return min(values, default=None)
 
     agreement = lowest("top1_agreement")
-    interval = Agreement(agreement, judged, 0.0).interval if agreement is not None and judged else None
+    interval = wilson(round(agreement * judged), judged) if agreement is not None and judged else None
     return Int8Try(
         recipe.describe(), report.passed, report.failures()[:2], failing, lowest("cosine"), agreement,
         judged=judged, interval=interval, speedup=round(speedup, 3), kept_float=list(recipe.excluded),
