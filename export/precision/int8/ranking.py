@@ -60,11 +60,11 @@ def revert_gains(fp32: Path, quantized: Path, sets: Sequence[Tensors], ops: Sequ
 
     base = noise()
     gains: dict[str, float] = {}
-    for node in model.graph.node:
+    known = {i.name for i in model.graph.initializer} | {o for n in model.graph.node for o in n.output}
+    for node in model.graph.node:  # each edit is undone before the next: `known` holds for every node
         if node.name not in done:
             continue
         quantized_inputs = list(node.input)
-        known = {i.name for i in model.graph.initializer} | {o for n in model.graph.node for o in n.output}
         added = [weights[name] for name in float_inputs[node.name] if name in weights and name not in known]
         node.ClearField("input")
         node.input.extend(float_inputs[node.name])
