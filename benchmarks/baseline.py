@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from modelship.bench.report import MachineInfo, Report, Row
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 SCHEMA = 1
 

@@ -25,7 +25,7 @@ from rich.console import JustifyMethod
 from rich.table import Table
 
 from modelship.bench.baseline import Baseline, BaselineRow
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 K = 4.0
 FLOOR = 0.15

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource, TokenizerSpec
 from modelship.serve.load.stats import LoadStats

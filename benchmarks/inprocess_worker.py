@@ -31,6 +31,7 @@ import numpy as np
 import onnxruntime as ort
 
 from modelship.bench.inprocess_protocol import Image, Measure, Open, Outputs, Reply, Request, read_request, reply_line
+from modelship.contract.tensors import Tensors
 from modelship.serve.load.loadgen import run_load
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def make_session(path: str, threads: int, disabled_optimizers: list[str]) -> Any
     )
 
 
-def _inputs(path: str) -> dict[str, np.ndarray]:
+def _inputs(path: str) -> Tensors:
     with np.load(path) as data:
         return {name: data[name] for name in data.files}
 

@@ -23,15 +23,17 @@ from modelship.bench.inprocess_protocol import (
     read_reply,
     request_line,
 )
-from modelship.bench.workspace import BenchPlan
+from modelship.bench.workspace import BenchPlan, LoadProtocol
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.requests import sender
 from modelship.serve.load.stats import LoadStats
+from modelship.serve.protocols import WireProtocol
 
 
-def reference_outputs(path: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def reference_outputs(path: Path, inputs: Tensors) -> Tensors:
     """The ONNX file's outputs for `inputs`, computed here (what a request's outputs look like: names, dtypes,
     shapes). Not a measurement: throughput is measured by InProcess."""
     from modelship.parity import make_session
@@ -91,18 +93,18 @@ class InProcess:
         assert stats is not None, "the worker answers a measurement with its stats"
         return stats
 
-    def _write(self, inputs: dict[str, np.ndarray]) -> str:
+    def _write(self, inputs: Tensors) -> str:
         path = self._folder / "inputs.npz"
         np.savez(path, **inputs)
         return str(path)
 
-    def outputs(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def outputs(self, inputs: Tensors) -> Tensors:
         out = self._folder / "outputs.npz"
         self._ask(Outputs(str(out), inputs=self._write(inputs)))
         with np.load(out) as data:
             return {name: data[name] for name in data.files}
 
-    def measure(self, inputs: dict[str, np.ndarray], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
+    def measure(self, inputs: Tensors, plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
         return self._measure(Measure(concurrency, _window(plan), inputs=self._write(inputs)))
 
     def measure_texts(self, texts: list[str], plan: BenchPlan, *, concurrency: int = 1) -> LoadStats:
@@ -173,9 +175,7 @@ def cpu_threads() -> int:
 STANDALONE_WARMUP_S = 1.0
 
 
-def standalone_throughput(
-    path: Path, inputs: dict[str, np.ndarray], plan: BenchPlan, threads: int | None = None
-) -> LoadStats:
+def standalone_throughput(path: Path, inputs: Tensors, plan: BenchPlan, threads: int | None = None) -> LoadStats:
     """What a standalone program gets from the same file with the same settings: a fresh interpreter running only
     the few lines a user would write (onnxruntime, numpy, a warmup of STANDALONE_WARMUP_S, a timed loop of
     `plan.window_s`). The check on the InProcess baseline."""
@@ -196,19 +196,20 @@ def standalone_throughput(
 
 def served(
     server: Any,
-    protocol: str,
+    protocol: LoadProtocol,
     model: str,
-    inputs: dict[str, np.ndarray],
-    outputs: dict[str, np.ndarray],
+    inputs: Tensors,
+    outputs: Tensors,
     plan: BenchPlan,
     *,
     concurrency: int = 1,
 ) -> LoadStats:
-    """Throughput and latency of `model` on `server` (a running serve.server.TritonServer) with the loadgen."""
-    grpc = protocol.startswith("grpc")
+    """Throughput and latency of `model` on `server` (a running serve.server.TritonServer) with the loadgen, over
+    `protocol`, as the bench plan holds it."""
+    grpc = protocol.wire is WireProtocol.GRPC
     url, headers = (server.grpc_url, server.grpc_admin_headers) if grpc else (server.http_url, server.admin_headers)
     return run_load(
-        sender(url, protocol, model, inputs, outputs, headers),
+        sender(url, protocol.wire, model, inputs, outputs, protocol.variant, headers),
         concurrency=concurrency,
         batch=len(next(iter(inputs.values()))),
         duration_s=plan.window_s,

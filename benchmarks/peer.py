@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
+from modelship.contract.tensors import Tensors
 from modelship.serve.ports import free_port, free_ports
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.triton_install import interpreter_library_path
 
-Arrays = dict[str, np.ndarray]
 PYTRITON_MODEL = "peer"
 
 
@@ -119,7 +120,7 @@ class PyTritonPeer(PeerProcess):
         super().__init__([*command, str(metrics), str(threads or cpu_threads())], ready, "PyTriton peer", env)
 
 
-def peer_sender(port: int, inputs: Arrays) -> Callable[[], Callable[[], bytes]]:
+def peer_sender(port: int, inputs: Tensors) -> Callable[[], Callable[[], bytes]]:
     """A factory of request functions for the load generator: each has its own keep-alive connection and sends
     the same inputs (as .npz) on every call."""
     buffer = io.BytesIO()
@@ -153,19 +154,19 @@ class Peer:
     protocol: str
     unavailable: Callable[[], str | None]
     start: Callable[[Path, int | None], PeerProcess]
-    requests: Callable[[PeerProcess, Arrays, Arrays], Callable[[], Callable[[], object]]]
+    requests: Callable[[PeerProcess, Tensors, Tensors], Callable[[], Callable[[], object]]]
 
 
-def _fastapi_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Callable[[], Callable[[], bytes]]:
+def _fastapi_requests(peer: PeerProcess, inputs: Tensors, outputs: Tensors) -> Callable[[], Callable[[], bytes]]:
     assert isinstance(peer, PeerServer)
     return peer_sender(peer.port, inputs)
 
 
-def _pytriton_requests(peer: PeerProcess, inputs: Arrays, outputs: Arrays) -> Callable[[], Callable[[], object]]:
+def _pytriton_requests(peer: PeerProcess, inputs: Tensors, outputs: Tensors) -> Callable[[], Callable[[], object]]:
     from modelship.serve.load.requests import sender
 
     assert isinstance(peer, PyTritonPeer)
-    return sender(peer.grpc_url, "grpc", peer.model, inputs, outputs)
+    return sender(peer.grpc_url, WireProtocol.GRPC, peer.model, inputs, outputs)
 
 
 PEERS = (

@@ -17,11 +17,13 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from filelock import FileLock
 
 from modelship.serve.load.stats import LoadStats
+from modelship.serve.protocols import WireProtocol
 
 VERSION = "2.51.0"
 DEFAULT_HOME = Path.home() / ".cache" / "modelship" / "perf_analyzer-venv"
@@ -39,6 +41,14 @@ LATENCY_PARTS = (
     "Server Compute Output",
     "Client Recv",
 )
+
+
+class SharedMemory(StrEnum):
+    """perf_analyzer's `--shared-memory`: where request and response tensors travel (NONE: in the messages)."""
+
+    NONE = "none"
+    SYSTEM = "system"
+    CUDA = "cuda"
 
 
 class PerfAnalyzerUnavailable(RuntimeError):
@@ -68,11 +78,11 @@ class PerfAnalyzer:
         *,
         model: str,
         url: str,
-        protocol: str,
+        protocol: WireProtocol,
         batch: int,
         concurrency: int,
         shape: dict[str, tuple[int, ...]] | None = None,
-        shared_memory: str = "none",
+        shared_memory: SharedMemory = SharedMemory.NONE,
         output_shared_memory_size: int | None = None,
         window_ms: int = 3000,
         stability_percent: int = 20,
@@ -80,8 +90,6 @@ class PerfAnalyzer:
         timeout_s: float = 300,
     ) -> LoadStats:
         """One concurrency level against a running server; `url` is host:port of the HTTP or gRPC endpoint."""
-        if protocol not in ("grpc", "http"):
-            raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
         with tempfile.TemporaryDirectory(prefix="modelship-pa-") as tmp:
             report = Path(tmp) / "report.csv"
             cmd = [

@@ -19,6 +19,7 @@ from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
 from pytriton.triton import Triton, TritonConfig
 
 from modelship.bench.inprocess_worker import make_session
+from modelship.contract.tensors import Tensors
 
 MAX_BATCH_SIZE = 16
 QUEUE_DELAY_US = 100
@@ -32,7 +33,7 @@ def main(model: str, name: str, http_port: int, grpc_port: int, metrics_port: in
     names = [o.name for o in session.get_outputs()]
 
     @batch
-    def infer(**inputs: np.ndarray) -> dict[str, np.ndarray]:
+    def infer(**inputs: np.ndarray) -> Tensors:
         return dict(zip(names, session.run(None, inputs), strict=True))
 
     def tensors(args: list) -> list[Tensor]:

@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.serve.load.stats import LoadStats
 
 FAULT_RATIO = 1.05

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import JustifyMethod
 from rich.table import Table
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 # which way a ratio improves: "higher" (served / in-process), "lower" (tool / bare calls, rollout time), "one" (a
 # check of the method: two ways of measuring the same thing should agree); None: a detail that is not judged

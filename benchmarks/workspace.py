@@ -1,6 +1,6 @@
 """What the suites share within one run: benchmark models, their checkpoints and exports, and the plan.
 
-Models are random-weight torchvision/timm networks made realistic (`export.realistic.make_realistic`), saved as
+Models are random-weight torchvision/timm networks made realistic (`testing.realistic.make_realistic`), saved as
 checkpoints, loaded back through the project's loader and exported once through the project's pipeline; every
 suite reuses those exports. The plan (`BenchPlan.full()` / `BenchPlan.quick_plan()`) sizes everything in one place.
 """
@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from modelship.bench.repeated import Repetition
 from modelship.contract.manifest import Manifest, StepTiming
+from modelship.contract.tensors import Tensors
+from modelship.serve.load.requests import Variant, parse_protocol
+from modelship.serve.protocols import WireProtocol
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,26 @@ MODELS = {
 
 
 @dataclass(frozen=True)
+class LoadProtocol:
+    """How a point's requests travel: a wire protocol and how its tensors go, parsed once from the load generator's
+    name (serve.load.requests.PROTOCOLS). It prints as that name ("grpc", "grpc-shm"), as the rows name it."""
+
+    wire: WireProtocol
+    variant: Variant = Variant.BINARY
+
+    def __str__(self) -> str:
+        return str(self.wire) if self.variant is Variant.BINARY else f"{self.wire}-{self.variant}"
+
+
+def load_protocols(*names: str) -> tuple[LoadProtocol, ...]:
+    """The load generator's protocol `names` ("grpc", "http-shm", ...) as LoadProtocols."""
+    return tuple(LoadProtocol(*parse_protocol(name)) for name in names)
+
+
+GRPC = LoadProtocol(WireProtocol.GRPC)  # binary tensors over gRPC
+
+
+@dataclass(frozen=True)
 class BenchPlan:
     """Sizes of one run. Durations are load windows in seconds; every measurement is bounded by time and count."""
 
@@ -59,7 +80,7 @@ class BenchPlan:
     serving_models: tuple[str, ...]
     batches: tuple[int, ...]
     concurrencies: dict[str, tuple[int, ...]]
-    protocols: tuple[str, ...]
+    protocols: tuple[LoadProtocol, ...]
     window_s: float
     max_requests: int
     main_model: str  # the headline model: export, pipeline, perf_analyzer cross-check
@@ -67,7 +88,7 @@ class BenchPlan:
     peer_concurrencies: tuple[int, ...] = (1, 4)  # where modelship is compared with the peers
     rounds: int | None = None  # fresh-process rounds per serving model; None: the model's serving_rounds
     transport_batch: int = 8
-    transport_protocols: tuple[str, ...] = ("grpc", "http", "grpc-shm", "http-shm")
+    transport_protocols: tuple[LoadProtocol, ...] = load_protocols("grpc", "http", "grpc-shm", "http-shm")
     pa_window_ms: int = 3000
     repetition: Repetition = field(default_factory=Repetition)  # interleaved pairs per serving point
     # the baseline / standalone check: each standalone measurement is a fresh process, and the small model's pairs
@@ -83,7 +104,7 @@ class BenchPlan:
             serving_models=("resnet50", "small"),
             batches=(1, 8),
             concurrencies={"resnet50": (1, 2, 4, 8), "small": (1, 8)},
-            protocols=("grpc", "http"),
+            protocols=load_protocols("grpc", "http"),
             window_s=4.0,
             max_requests=2000,
             main_model="resnet50",
@@ -100,14 +121,14 @@ class BenchPlan:
             serving_models=("small",),
             batches=(1, 8),
             concurrencies={"small": (1, 4)},
-            protocols=("grpc",),
+            protocols=(GRPC,),
             window_s=1.0,
             max_requests=500,
             main_model="small",
             small_model="small",
             peer_concurrencies=(1,),
             rounds=2,
-            transport_protocols=("grpc-shm",),  # plain gRPC at batch 8: the serving suite's rows
+            transport_protocols=load_protocols("grpc-shm"),  # plain gRPC at batch 8: the serving suite's rows
             pa_window_ms=1000,
             repetition=Repetition(min_pairs=4, max_pairs=8, target=0.04),
             baseline_repetition=Repetition(min_pairs=4, max_pairs=10, target=0.03),
@@ -182,8 +203,7 @@ class Workspace:
         if cached is not None and (not fp16 or key in self._fp16):
             return cached
         from modelship.checkpoint import LoadOptions, load_model
-        from modelship.contract.manifest import Source
-        from modelship.export.run import run_export
+        from modelship.export.loaded import export_loaded
         from modelship.export.spec import ExportSpec
 
         model = MODELS[key]
@@ -198,10 +218,7 @@ class Workspace:
             input_options=(model.input_option,),
             force=True,
         )
-        source = Source(str(checkpoint), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
-        result = run_export(
-            loaded.model, spec, source=source, metadata=loaded.metadata, preprocess=loaded.serving_spec()
-        )
+        result = export_loaded(loaded, spec)
         seconds = time.perf_counter() - began
         export = Export(
             model=model,
@@ -241,7 +258,7 @@ class Workspace:
         return publish_export(export.folder, repo, name=name, artifacts=[artifact], serving=serving).names[0]
 
 
-def sample_inputs(export: Export, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+def sample_inputs(export: Export, batch: int, seed: int = 0) -> Tensors:
     """Seeded float32 inputs for `export` at `batch` (the same arrays go to the server and to in-process ORT)."""
     from modelship.parity import random_inputs
 

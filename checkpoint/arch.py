@@ -17,7 +17,7 @@ from torch import nn
 
 from modelship.checkpoint.families import families, family_of
 from modelship.contract.errors import ArchitectureError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 # Keyword arguments a data file (checkpoint metadata, sidecar, manifest) may pass to a registry factory: plain
 # hyper-parameters of torchvision's and timm's classifiers. Factory arguments that fetch or read files (weights,

@@ -28,7 +28,7 @@ from modelship.checkpoint.arch import build_on_meta
 from modelship.checkpoint.families import AUX_VARIANT, families, family_of
 from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.contract.errors import ArchitectureError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 PROBE_CLASSES = 1009  # a prime no layer width uses, so only head tensors carry it
 SIGNATURE_SCHEMA = 2  # the cache file's layout: 2 = head dims as -k (multiples of the class count)

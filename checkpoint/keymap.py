@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 WRAPPER_PREFIXES = ("module.", "_orig_mod.", "model.")
 KEY_MAP_FIELDS = ("drop", "rename", "regex")

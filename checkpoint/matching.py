@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 Shapes = dict[str, tuple[int, ...]]
 
@@ -22,13 +22,16 @@ class ShapeMismatch:
     model: list[int]
 
 
-@dataclass
+@dataclass(frozen=True)
 class KeyComparison:
-    missing: list[str] = field(default_factory=list)
-    unexpected: list[str] = field(default_factory=list)
-    shape_mismatches: list[ShapeMismatch] = field(default_factory=list)
-    allowed_missing: list[str] = field(default_factory=list)
-    allowed_unexpected: list[str] = field(default_factory=list)
+    """The model's keys the checkpoint lacks, the checkpoint's the model lacks (each split by the allow globs into
+    problems and allowed), and the keys both have with different shapes."""
+
+    missing: tuple[str, ...] = ()
+    unexpected: tuple[str, ...] = ()
+    shape_mismatches: tuple[ShapeMismatch, ...] = ()
+    allowed_missing: tuple[str, ...] = ()
+    allowed_unexpected: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -42,22 +45,29 @@ def compare_keys(
     allow_unexpected: Iterable[str] = (),
 ) -> KeyComparison:
     """Compare key sets and shapes; keys matching an allow glob move to the `allowed_*` lists."""
-    result = KeyComparison()
+    missing: dict[bool, list[str]] = {True: [], False: []}  # allowed or not
+    unexpected: dict[bool, list[str]] = {True: [], False: []}
     allow_missing = (*HARMLESS_MISSING, *allow_missing)
     for key in model:
         if key not in checkpoint:
-            allowed = any(fnmatch.fnmatchcase(key, glob) for glob in allow_missing)
-            (result.allowed_missing if allowed else result.missing).append(key)
+            missing[any(fnmatch.fnmatchcase(key, glob) for glob in allow_missing)].append(key)
     for key in checkpoint:
         if key not in model:
-            allowed = any(fnmatch.fnmatchcase(key, glob) for glob in allow_unexpected)
-            (result.allowed_unexpected if allowed else result.unexpected).append(key)
-        elif tuple(checkpoint[key]) != tuple(model[key]):
-            result.shape_mismatches.append(ShapeMismatch(key, list(checkpoint[key]), list(model[key])))
-    return result
+            unexpected[any(fnmatch.fnmatchcase(key, glob) for glob in allow_unexpected)].append(key)
+    return KeyComparison(
+        missing=tuple(missing[False]),
+        unexpected=tuple(unexpected[False]),
+        shape_mismatches=tuple(
+            ShapeMismatch(key, list(checkpoint[key]), list(model[key]))
+            for key in checkpoint
+            if key in model and tuple(checkpoint[key]) != tuple(model[key])
+        ),
+        allowed_missing=tuple(missing[True]),
+        allowed_unexpected=tuple(unexpected[True]),
+    )
 
 
-def group_keys(keys: list[str], max_groups: int = 8) -> list[tuple[str, int]]:
+def group_keys(keys: Sequence[str], max_groups: int = 8) -> list[tuple[str, int]]:
     """(module prefix, count) groups, as deep as possible while at most `max_groups` groups remain."""
     if not keys:
         return []
@@ -72,7 +82,7 @@ def group_keys(keys: list[str], max_groups: int = 8) -> list[tuple[str, int]]:
     raise AssertionError("unreachable")
 
 
-def summarize(keys: list[str], max_groups: int = 6) -> str:
+def summarize(keys: Sequence[str], max_groups: int = 6) -> str:
     """'layer4 (10), fc (2)': a one-line grouped summary; extra groups folded into '+N more'."""
     groups = group_keys(keys, max_groups)
     shown = ", ".join(f"{prefix} ({count})" for prefix, count in groups[:max_groups])

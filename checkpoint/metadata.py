@@ -15,7 +15,8 @@ import torch
 from modelship.checkpoint.reading import METADATA_KEYS, RawCheckpoint
 from modelship.contract.errors import CheckpointError, ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
-from modelship.contract.jsonfile import JsonObject, read_json_object
+from modelship.contract.json_object import JsonObject
+from modelship.contract.jsonfile import read_json_object
 from modelship.contract.labels import clean_labels
 from modelship.contract.preprocessing import PreprocessSpec
 

@@ -11,6 +11,7 @@ import argparse
 import os
 import pickle
 import zipfile
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,14 +48,25 @@ class RawCheckpoint:
     trusted_module: torch.nn.Module | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Selection:
     """The state dict chosen inside a checkpoint and why."""
 
     state_dict: dict[str, torch.Tensor]
     state_key: str | None
     ema: bool
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WeightStats:
+    """What the chosen tensors hold: how many, how many values, of which dtypes, and which are not finite."""
+
+    tensors: int
+    parameters: int
+    dtypes: dict[str, int]
+    nonfinite: tuple[str, ...]
+    notes: tuple[str, ...] = ()
 
 
 def is_safetensors(path: Path) -> bool:
@@ -223,14 +235,13 @@ def select_state_dict(content: Any, state_key: str | None = None) -> Selection:
         )
     key, tensors = found
     ema = key.split(".")[-1] in EMA_KEYS
-    notes = []
-    if ema:
-        raw = next((k for k in STATE_KEYS if tensor_entries(content.get(k)) is not None), None)
-        notes.append(
-            f"using the EMA weights under '{key}' (as timm does)"
-            + (f"; the raw weights are under '{raw}': pass --state-key {raw} to use them" if raw else "")
-        )
-    return Selection(tensors, key, ema, notes)
+    if not ema:
+        return Selection(tensors, key, ema)
+    raw = next((k for k in STATE_KEYS if tensor_entries(content.get(k)) is not None), None)
+    note = f"using the EMA weights under '{key}' (as timm does)" + (
+        f"; the raw weights are under '{raw}': pass --state-key {raw} to use them" if raw else ""
+    )
+    return Selection(tensors, key, ema, (note,))
 
 
 def _search(content: Mapping, prefix: str, depth: int = 0) -> tuple[str, dict[str, torch.Tensor]] | None:
@@ -264,7 +275,7 @@ def _select_explicit(content: Any, state_key: str) -> Selection:
             f"--state-key {state_key!r} holds a {type(node).__name__}, not a dict of tensors",
             hint="name the entry that maps parameter names to tensors",
         )
-    return Selection(tensors, state_key, state_key.split(".")[-1] in EMA_KEYS, [f"weights from '{state_key}' (flag)"])
+    return Selection(tensors, state_key, state_key.split(".")[-1] in EMA_KEYS, (f"weights from '{state_key}' (flag)",))
 
 
 @dataclass(frozen=True)
@@ -276,13 +287,27 @@ class ContainerEntry:
     summary: str
 
 
-def describe_container(content: Any) -> list[ContainerEntry]:
+@dataclass(frozen=True)
+class CheckpointFile:
+    """The file as read: its format, its size and the top-level structure of what it holds."""
+
+    format: str
+    size_bytes: int
+    container: tuple[ContainerEntry, ...]
+
+
+def describe_file(path: Path, raw: RawCheckpoint) -> CheckpointFile:
+    """The file's format and size, and one row per top-level entry (what `inspect` prints as the container)."""
+    return CheckpointFile(raw.format, path.stat().st_size, describe_container(raw.content))
+
+
+def describe_container(content: Any) -> tuple[ContainerEntry, ...]:
     """One row per top-level entry (what `inspect` prints as the container structure)."""
     if not isinstance(content, Mapping):
-        return [ContainerEntry("", type(content).__name__, "")]
+        return (ContainerEntry("", type(content).__name__, ""),)
     if tensor_entries(content) is not None:
-        return [ContainerEntry("(top level)", "state dict", f"{len(content)} entries")]
-    return [ContainerEntry(str(key), *_describe(value)) for key, value in content.items()]
+        return (ContainerEntry("(top level)", "state dict", f"{len(content)} entries"),)
+    return tuple(ContainerEntry(str(key), *_describe(value)) for key, value in content.items())
 
 
 def _describe(value: Any) -> tuple[str, str]:
@@ -299,3 +324,15 @@ def _describe(value: Any) -> tuple[str, str]:
         return type(value).__name__, f"{len(value)} items"
     text = repr(value)
     return type(value).__name__, text if len(text) <= 60 else text[:57] + "..."
+
+
+def weight_stats(state_dict: dict[str, torch.Tensor]) -> WeightStats:
+    """Counts and dtypes of the chosen tensors, the floating ones holding NaN or Inf, and a note when float16 or
+    bfloat16 weights will be converted."""
+    dtypes = dict(Counter(str(t.dtype).removeprefix("torch.") for t in state_dict.values()))
+    nonfinite = tuple(
+        key for key, t in state_dict.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())
+    )
+    low = sorted(d for d in dtypes if d in ("float16", "bfloat16"))
+    notes = (f"{' and '.join(low)} weights are converted to float32",) if low else ()
+    return WeightStats(len(state_dict), sum(t.numel() for t in state_dict.values()), dtypes, nonfinite, notes)

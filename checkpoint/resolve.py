@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +14,21 @@ from modelship.checkpoint.keymap import strip_all_wrappers
 from modelship.checkpoint.matching import summarize
 from modelship.checkpoint.metadata import sidecar_path
 from modelship.contract.errors import ArchitectureError, ModelshipError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 Shapes = dict[str, tuple[int, ...]]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ArchChoice:
+    """The architecture to build, with the kwargs to build it with, where it was found and how."""
+
     arch: str
     arch_kwargs: JsonObject
-    source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint"
+    source: str  # "flag" | "checkpoint" | "sidecar" | "fingerprint" (or a model family's own, e.g. "config.json")
     detail: str
-    candidates: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    candidates: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def resolve_arch(
@@ -68,7 +70,7 @@ def resolve_arch(
         kwargs = dict(meta.get("arch_kwargs") or {})
         if flag_kwargs:
             kwargs.update(flag_kwargs)
-        return ArchChoice(arch, kwargs, source, detail, notes=notes)
+        return ArchChoice(arch, kwargs, source, detail, notes=tuple(notes))
     return _from_fingerprint(shapes, flag_kwargs, checkpoint_name, notes, progress)
 
 
@@ -85,11 +87,11 @@ def _from_flag(arch: str, given: JsonObject, shapes: Shapes, progress: Callable[
         "num_classes": ("the head's weights", [k for k in keys if k in match.head_keys]),
         "aux_loss": ("the auxiliary head's weights", [k for k in keys if k.startswith(f"{AUX_HEAD}.")]),
     }
-    notes = [inferred_note(k, v, *evidence[k]) for k, v in inferred.items()]
+    notes = tuple(inferred_note(k, v, *evidence[k]) for k, v in inferred.items())
     return ArchChoice(arch, {**inferred, **given}, "flag", "--arch", notes=notes)
 
 
-def inferred_note(kwarg: str, value: Any, part: str, keys: list[str]) -> str:
+def inferred_note(kwarg: str, value: Any, part: str, keys: Sequence[str]) -> str:
     """The report's note for a build kwarg read off the weights: its value and the tensors it was read from."""
     shown = ", ".join(keys) if len(keys) <= 4 else summarize(keys, 2)
     return f"{kwarg}={value} inferred from {part} ({shown})"
@@ -122,8 +124,8 @@ def _from_fingerprint(
             kwargs,
             "fingerprint",
             f"key names and shapes match {match.arch} ({head}); searched {searched}",
-            [m.arch for m in result.matches],
-            notes,
+            tuple(m.arch for m in result.matches),
+            tuple(notes),
         )
     raise _no_unique_match(result, tier, checkpoint_name, searched)
 

@@ -23,7 +23,7 @@ from modelship.contract.parity_report import ParityReport
 from modelship.demo.summary import AccuracyRow, DemoSummary, ParityVerdict, curl_answer
 from modelship.demo.train import ARCH, LABELS, save_checkpoint, train, write_samples
 from modelship.serve.client import TritonClient
-from modelship.serve.ensemble import curl_example, pipeline_output
+from modelship.serve.image_pipeline import curl_example, pipeline_output
 from modelship.serve.server import TritonServer, production_command
 
 ARTIFACTS = ("onnx", "onnx_fp16", "torchscript", "torchscript_fp16")

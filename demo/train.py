@@ -16,7 +16,7 @@ from PIL import Image
 from torch import nn
 
 from modelship.contract.errors import UsageError
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import PreprocessSpec, ResizeMode
 from modelship.demo.model import IMAGE_SIZE, DigitsNet
 from modelship.preprocess.image import preprocess_images
 
@@ -24,9 +24,8 @@ ARCH = "modelship.demo.model:DigitsNet"
 LABELS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 SPEC = PreprocessSpec(
     resize=(IMAGE_SIZE, IMAGE_SIZE),
-    resize_mode="exact",
+    resize_mode=ResizeMode.EXACT,
     crop=None,
-    interpolation="bilinear",
     mean=(0.5, 0.5, 0.5),
     std=(0.5, 0.5, 0.5),
 )

@@ -10,7 +10,7 @@ from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.manifest import Artifact, Declined, sha256_file
 from modelship.contract.parity_report import ParityReport
 from modelship.export.build import Build, BuiltArtifact, Finish, Verification
-from modelship.export.formats import exporters_for
+from modelship.export.formats.exporters import exporters_for
 from modelship.export.precision.registry import artifact_order, variants_of
 
 

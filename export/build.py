@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -19,6 +18,7 @@ from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
 from modelship.contract.manifest import Declined
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.export.io_resolve import ResolvedInputs, base_sizes
 from modelship.export.plan import ExportPlan
@@ -44,19 +44,19 @@ class Verification:
     """Seeded input sets, their labels, the eager results on them (computed once, judged against every artifact)
     and the compare kind of each output (from the task)."""
 
-    inputs: list[dict[str, np.ndarray]]
+    inputs: list[Tensors]
     labels: list[str]
     eager: RunResults
     kinds: dict[str, str]
     texts: tuple[int, ...] = ()  # the sets of real sentences (a text model's), by index
 
     @property
-    def random_sets(self) -> list[dict[str, np.ndarray]]:
+    def random_sets(self) -> list[Tensors]:
         """The seeded random input sets (not the real sentences)."""
         return [s for i, s in enumerate(self.inputs) if i not in self.texts]
 
     @property
-    def outputs(self) -> list[dict[str, np.ndarray]]:
+    def outputs(self) -> list[Tensors]:
         return self.eager.outputs
 
     def judge(self, runner: Runner, tolerance: ToleranceConfig) -> ParityReport:

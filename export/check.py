@@ -19,11 +19,11 @@ from typing import Any
 
 from modelship.contract.errors import ParityError, UsageError
 from modelship.contract.iospec import IOSpec
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Artifact, Manifest, file_change
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.export.artifact_runners import artifact_runner
-from modelship.export.check_reference import ReferenceChoice, build_reference, own_reference
+from modelship.export.check_reference import Against, ReferenceChoice, build_reference, own_reference
+from modelship.export.formats.runners import artifact_runner
 from modelship.parity import ParityReport, ToleranceOverrides
 from modelship.parity.engine import candidate_error
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
@@ -55,14 +55,14 @@ class CheckRequest:
     extra: tuple[Candidate, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.explain and self.reference.against == "golden":
+        if self.explain and self.reference.against is Against.GOLDEN:
             raise UsageError("--explain needs --against checkpoint", hint="it compares every module with eager PyTorch")
 
 
 @dataclass
 class CheckResult:
     manifest: Manifest
-    against: str  # ReferenceChoice.against
+    against: Against  # ReferenceChoice.against
     reference: str  # the reference runner's name: "eager" or "golden"
     labels: list[str]  # one per input set
     reports: list[ParityReport]

@@ -6,6 +6,7 @@ training preprocessing)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -13,14 +14,20 @@ from modelship.contract.errors import ParityError, UsageError
 from modelship.contract.manifest import EXPORT_MANIFEST, Artifact, Manifest
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.parity import RunResults, ToleranceConfig
 from modelship.parity.engine import judge_runner, reference_results
 from modelship.parity.image_inputs import IMAGES, PreprocessingDifference
-from modelship.parity.runner_protocol import Runner, SetKind, Tensors
+from modelship.parity.runner_protocol import Runner, SetKind
 from modelship.parity.text_sets import TEXTS
 from modelship.tasks import get_task
 
-AGAINST = ("checkpoint", "golden")
+
+class Against(StrEnum):
+    """The reference: the checkpoint rebuilt in eager PyTorch, or the golden data saved at export."""
+
+    CHECKPOINT = "checkpoint"
+    GOLDEN = "golden"
 
 
 @dataclass(frozen=True)
@@ -29,7 +36,7 @@ class ReferenceChoice:
     now, `arch`: the architecture to rebuild it with, else the manifest's) at seeded `batch_sizes`, plus the image
     files of `images`; or the golden data saved at export."""
 
-    against: str = "checkpoint"
+    against: Against = Against.CHECKPOINT
     checkpoint: Path | None = None
     arch: str | None = None
     batch_sizes: tuple[int, ...] = (1, 8)
@@ -39,10 +46,11 @@ class ReferenceChoice:
     texts: Path | None = None  # a file of texts, one per line, for a text model
 
     def __post_init__(self) -> None:
-        if self.against not in AGAINST:
-            raise UsageError(f"unknown reference {self.against!r}", hint=f"use one of {', '.join(AGAINST)}")
+        if self.against not in tuple(Against):
+            raise UsageError(f"unknown reference {self.against!r}", hint=f"use one of {', '.join(Against)}")
+        object.__setattr__(self, "against", Against(self.against))
         for flag, value in (("--images", self.images), ("--texts", self.texts)):
-            if value is not None and self.against == "golden":
+            if value is not None and self.against is Against.GOLDEN:
                 raise UsageError(
                     f"{flag} needs --against checkpoint", hint="golden data holds outputs for its own inputs"
                 )
@@ -86,7 +94,7 @@ def build_reference(
     from modelship.parity import input_sets, load_golden, reference_runner
     from modelship.parity.inputs import image_sizes
 
-    if choice.against == "golden":
+    if choice.against is Against.GOLDEN:
         if not manifest.golden:
             raise ParityError(f"export {manifest.name!r} has no golden data", hint="use --against checkpoint")
         inputs, outputs = load_golden(folder / manifest.golden)

@@ -11,8 +11,8 @@ from torch import nn
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact
 from modelship.contract.tensors import Tensors
+from modelship.export.formats.torchscript.jit import load_torchscript
 from modelship.export.precision.registry import VARIANTS
-from modelship.export.torchscript import load_torchscript
 from modelship.parity.localize import Explanation, localize_onnx, localize_torchscript
 
 

@@ -5,7 +5,7 @@ itself (its `image_size` attribute, else its model family's: timm `pretrained_cf
 default weights' crop size; else 224), with the channel count of the first convolution. Input names default to
 forward()'s argument names.
 
-Outputs are found by running the model: names by `export.outputs.flatten_outputs`, and every output dimension that
+Outputs are found by running the model: names by `contract.outputs.flatten_outputs`, and every output dimension that
 changes when one dynamic input axis changes gets that axis' name (or `<output>_<axis>` when it changes with the
 axis without equalling it, e.g. a downsampled feature map).
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import NamedTuple
 
 import numpy as np
@@ -32,13 +33,22 @@ IMAGE_AXES = ("channels", "height", "width")
 DISCOVERY_BATCH = (2, 3)  # batch sizes of the output-discovery runs (not 1: some models squeeze a batch of 1)
 
 
+class InputSource(StrEnum):
+    """Where the input specs came from: `--input` flags, the checkpoint's metadata, or the architecture (an image
+    input shaped from the model itself)."""
+
+    FLAG = "flag"
+    METADATA = "metadata"
+    ARCHITECTURE = "architecture"
+
+
 @dataclass(frozen=True)
 class ResolvedInputs:
     """Input specs plus a representative size for every named (dynamic) dimension."""
 
     inputs: tuple[TensorSpec, ...]
     sizes: dict[str, int] = field(default_factory=dict)
-    source: str = "flag"  # "flag" | "metadata" | "architecture"
+    source: InputSource = InputSource.FLAG
 
     @property
     def dynamic_axes(self) -> tuple[str, ...]:
@@ -130,10 +140,10 @@ def resolve_inputs(
     if input_options:
         parsed = [parse_input_option(o) if isinstance(o, str) else o for o in input_options]
         resolved = ResolvedInputs(
-            tuple(spec for spec, _ in parsed), {k: v for _, s in parsed for k, v in s.items()}, "flag"
+            tuple(spec for spec, _ in parsed), {k: v for _, s in parsed for k, v in s.items()}, InputSource.FLAG
         )
     elif io is not None:
-        resolved = ResolvedInputs(io.inputs, {}, "metadata")
+        resolved = ResolvedInputs(io.inputs, {}, InputSource.METADATA)
     else:
         resolved = _image_inputs(model, arch, preprocess)
     return _apply_dynamic(resolved, dynamic, len(forward_input_names(model)))
@@ -157,7 +167,7 @@ def _image_inputs(model: nn.Module, arch: str | None, preprocess: PreprocessSpec
     # pixels left in [0, 1] (a detector normalises inside) are tested in [0, 1]; normalised ones as N(0, 1)
     unit = preprocess is not None and preprocess.unnormalised
     image = TensorSpec(names[0], shape, value_range=(0.0, 1.0) if unit else None)
-    return ResolvedInputs((image,), {"height": height, "width": width}, "architecture")
+    return ResolvedInputs((image,), {"height": height, "width": width}, InputSource.ARCHITECTURE)
 
 
 def image_size(model: nn.Module, arch: str | None, preprocess: PreprocessSpec | None = None) -> tuple[int, int]:
@@ -192,7 +202,7 @@ def _apply_dynamic(resolved: ResolvedInputs, dynamic: Sequence[str], forward_ari
                 f"input {spec.name!r}: the first dimension must be 'batch', got {shape[0]!r}",
                 hint="modelship exports batched models: write batch as the first dimension",
             )
-        if resolved.source == "architecture":
+        if resolved.source is InputSource.ARCHITECTURE:
             for axis in wanted & {"height", "width"}:
                 shape[1 + IMAGE_AXES.index(axis)] = axis
         inputs.append(TensorSpec(spec.name, tuple(shape), spec.dtype, spec.value_range))
@@ -203,7 +213,7 @@ def _apply_dynamic(resolved: ResolvedInputs, dynamic: Sequence[str], forward_ari
             f"--dynamic {', '.join(unknown)}: no input has such an axis",
             hint=f"axes: {', '.join(sorted(named))}; name axes with --input name:batch,sequence:dtype",
         )
-    if resolved.source == "architecture":
+    if resolved.source is InputSource.ARCHITECTURE:
         sizes = {k: v for k, v in sizes.items() if k in named}
     return ResolvedInputs(tuple(inputs), sizes, resolved.source)
 

@@ -14,14 +14,22 @@ from modelship import __version__
 from modelship.checkpoint.families.model_hooks import score_threshold
 from modelship.checkpoint.metadata import CheckpointMetadata
 from modelship.contract.iospec import IOSpec
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Source
 from modelship.contract.opsets import OnnxExporter, RuntimeTarget, resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tokenizer import TokenizerSource
-from modelship.export.io_resolve import ResolvedInputs, base_sizes, discover_outputs, resolve_inputs, torch_inputs
-from modelship.export.onnx_export import DEFAULT_EXPORTER, LEGACY_MAX_OPSET, provenance_metadata
+from modelship.export.formats.onnx.graph import DEFAULT_EXPORTER, LEGACY_MAX_OPSET, provenance_metadata
+from modelship.export.io_resolve import (
+    InputSource,
+    ResolvedInputs,
+    base_sizes,
+    discover_outputs,
+    resolve_inputs,
+    torch_inputs,
+)
 from modelship.export.precision.registry import variants_of
+from modelship.export.preprocess_fit import check_preprocess_fits
 from modelship.export.spec import ExportSpec
 from modelship.export.steps import Steps
 from modelship.tasks import Task, choose_task
@@ -72,6 +80,7 @@ def plan_export(model: nn.Module, spec: ExportSpec, given: ExportInputs, steps: 
     model = model.eval()
     with steps("resolve inputs and outputs"):
         resolved, io, task = resolve_task(model, spec, given)
+    check_preprocess_fits(io, given.preprocess)
     for variant in (v for f in spec.formats for v in variants_of(f, spec.precisions)):
         if variant.check is not None:
             variant.check(spec, given.preprocess, given.tokenizer)
@@ -108,6 +117,6 @@ def resolve_task(model: nn.Module, spec: ExportSpec, given: ExportInputs) -> tup
 
     resolved, io = resolve(spec.dynamic)
     task = choose_task(io, spec.task or given.metadata.task)
-    if task.dynamic and not spec.dynamic and resolved.source == "architecture":
+    if task.dynamic and not spec.dynamic and resolved.source is InputSource.ARCHITECTURE:
         resolved, io = resolve(task.dynamic)
     return resolved, io, task

@@ -24,7 +24,7 @@ from torch import nn
 
 from modelship.checkpoint.metadata import CheckpointMetadata
 from modelship.contract.errors import ExportError, os_failure
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Manifest, Source, StepTiming
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.preprocessing import PreprocessSpec
@@ -70,8 +70,9 @@ def run_export(
     """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
 
     `metadata` is the checkpoint's metadata (its io, labels, task); `preprocess` the model's preprocessing spec
-    when known (the loader's `LoadedModel.preprocess`); `sidecar` is written as checkpoint.json beside the
-    artifacts; `tokenizer` (a text model's) feeds the verification real sentences and is copied into the export.
+    when known; `sidecar` is written as checkpoint.json beside the artifacts; `tokenizer` (a text model's) feeds the
+    verification real sentences and is copied into the export. A model the checkpoint loader returned is exported
+    through export.loaded.export_loaded, which fills each of these in from the load.
     """
     given = ExportInputs(source, metadata or CheckpointMetadata(), preprocess, sidecar, tokenizer)
     steps = steps or Steps()

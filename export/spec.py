@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from modelship.checkpoint.families import family_of
-from modelship.contract.artifacts import default_formats as registered_defaults
-from modelship.contract.artifacts import format_title
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.names import check_name
 from modelship.contract.opsets import DEFAULT_TRITON, OnnxExporter
 from modelship.contract.precisions import get_precision, precision_names
+from modelship.export.formats import default_formats as registered_defaults
+from modelship.export.formats import export_format_flags, format_title
 from modelship.export.io_resolve import InputOption, parse_input_option
 from modelship.export.precision.registry import VariantOptions, formats_with
 from modelship.parity.tolerance import ToleranceConfig
@@ -88,9 +88,7 @@ class ExportSpec:
         object.__setattr__(self, "precisions", tuple(dict.fromkeys(self.precisions)))
         parsed = tuple(parse_input_option(o) if isinstance(o, str) else o for o in self.input_options)
         object.__setattr__(self, "input_options", parsed)
-        from modelship.export.formats import export_formats
-
-        known = export_formats()
+        known = tuple(f.name for f in export_format_flags())
         unknown = sorted(set(self.formats) - set(known))
         if unknown:
             raise UsageError(f"unknown export format(s): {', '.join(unknown)}", hint=f"use {', '.join(known)}")

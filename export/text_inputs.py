@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from modelship.contract.errors import ExportError
+from modelship.contract.tensors import Tensors
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.preprocess.tokenizer import TextTokenizer, sentences
 
@@ -28,7 +29,7 @@ PADDING_RTOL = 1e-3
 class TextSets:
     """Tokenised input sets with their labels; `padded` = (i, j): set j holds set i's texts with more padding."""
 
-    inputs: list[dict[str, np.ndarray]]
+    inputs: list[Tensors]
     labels: list[str]
     padded: tuple[int, int]
 
@@ -71,7 +72,7 @@ def stress_texts() -> list[str]:
     ]
 
 
-def served_batchings(source: TokenizerSource) -> tuple[list[dict[str, np.ndarray]], list[str]]:
+def served_batchings(source: TokenizerSource) -> tuple[list[Tensors], list[str]]:
     """The export's sentences as a server may batch them with other users' requests: each alone, and all of them
     beside the stress texts (padded to the longest): a model whose answer for one row depends on its batchmates is
     judged on both."""
@@ -85,7 +86,7 @@ def served_batchings(source: TokenizerSource) -> tuple[list[dict[str, np.ndarray
     return inputs, labels
 
 
-def check_padding(outputs: Sequence[dict[str, np.ndarray]], sets: TextSets) -> None:
+def check_padding(outputs: Sequence[Tensors], sets: TextSets) -> None:
     """ExportError unless the eager outputs on the two paddings of the same texts agree at every real token."""
     first, second = sets.padded
     mask = sets.inputs[first]["attention_mask"].astype(bool)

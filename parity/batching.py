@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from modelship.parity.runner_protocol import Runner, Tensors
+from modelship.contract.tensors import Tensors
+from modelship.parity.runner_protocol import Runner
 
 
 def batch_limit(runner: Runner) -> int | None:

@@ -22,9 +22,9 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+import modelship.parity.metrics as metrics
 from modelship.contract.parity_report import OutputResult
 from modelship.contract.registry import Registry
-from modelship.parity import metrics
 from modelship.parity.tolerance import Tolerance
 
 R = TypeVar("R", bound=OutputResult)  # what the function's compare, aggregate and missing return

@@ -16,9 +16,10 @@ import numpy as np
 from modelship.contract.candidate_pool import REFERENCE_ONLY
 from modelship.contract.errors import ModelshipError
 from modelship.contract.parity_report import PART, OutputResult, ParityReport, SetVerdict
+from modelship.contract.tensors import Tensors
 from modelship.parity.batching import batch_size, run_in_batches
 from modelship.parity.compare import compare_function
-from modelship.parity.runner_protocol import Runner, Tensors
+from modelship.parity.runner_protocol import Runner
 from modelship.parity.tolerance import ToleranceConfig
 
 DEFAULT_KIND = "logits"  # an output no task described (manifests written before tasks)

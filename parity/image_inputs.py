@@ -25,10 +25,11 @@ import numpy as np
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import IOSpec, TensorSpec
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.parity.batching import batch_limit
-from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind, Tensors
+from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind
 
 if TYPE_CHECKING:  # the families import torch; this module stays light (the served runner imports it)
     from modelship.checkpoint.families import ReferenceTransform as TrainingTransform
@@ -60,7 +61,7 @@ class ImagePipeline(BaseRunner):
     `runner`; input sets without image files go to `runner` as they are. Named like the runner it wraps.
 
     `boxes_on_photo`, for a detector whose preprocessing resizes: that preprocessing, with which its boxes are put
-    back on each photo (`preprocess.box_scale`, as its served `_pipeline`'s box postprocess and transformers'
+    back on each photo (`preprocess.image.box_scale`, as its served `_pipeline`'s box postprocess and transformers'
     `post_process_object_detection(target_sizes=...)` do)."""
 
     def __init__(

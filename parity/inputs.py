@@ -8,13 +8,14 @@ import numpy as np
 
 from modelship.contract.errors import UsageError
 from modelship.contract.iospec import BATCH, IOSpec, TensorSpec
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import Layout, PreprocessSpec
+from modelship.contract.tensors import Tensors
 
 DEFAULT_DIM_SIZE = 16  # size given to dynamic dimensions other than "batch" (e.g. "sequence") unless told
 DEFAULT_INT_RANGE = (0, 2)  # integer inputs without a value_range: 0/1, valid for any embedding or mask
 
 
-def random_inputs(io: IOSpec, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(io: IOSpec, sizes: dict[str, int], seed: int = 0) -> Tensors:
     """One array per input, keyed by input name, shaped by `sizes` for the named dimensions.
 
     Floats are N(0, 1), or uniform in `value_range` when the spec has one; integers are uniform in
@@ -27,7 +28,7 @@ def random_inputs(io: IOSpec, sizes: dict[str, int], seed: int = 0) -> dict[str,
 
 def input_sets(
     io: IOSpec, batch_sizes: Sequence[int], *, seed: int = 0, sizes: dict[str, int] | None = None
-) -> list[dict[str, np.ndarray]]:
+) -> list[Tensors]:
     """One `random_inputs` set per batch size (seeds `seed`, `seed + 1`, ...). Other dynamic dimensions take
     `sizes[name]`, else DEFAULT_DIM_SIZE."""
     named = {d for spec in io.inputs for d in spec.shape if isinstance(d, str)} - {BATCH}
@@ -61,5 +62,5 @@ def image_sizes(io: IOSpec, spec: PreprocessSpec | None) -> dict[str, int]:
     of DEFAULT_DIM_SIZE pixels can be smaller than its kernels). Empty otherwise."""
     if spec is None or spec.output_hw is None or not io.inputs or len(io.inputs[0].shape) != 4:
         return {}
-    axes = io.inputs[0].shape[1:3] if spec.layout == "NHWC" else io.inputs[0].shape[2:]
+    axes = io.inputs[0].shape[1:3] if spec.layout is Layout.NHWC else io.inputs[0].shape[2:]
     return {axis: size for axis, size in zip(axes, spec.output_hw, strict=True) if isinstance(axis, str)}

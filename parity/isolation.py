@@ -19,9 +19,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-import numpy as np
-
 from modelship.contract.errors import ModelshipError, ParityError
+from modelship.contract.tensors import Tensors
 from modelship.parity.runner_protocol import BaseRunner
 
 CHILD_MAIN = f"from {__name__} import serve; serve()"
@@ -77,7 +76,7 @@ class IsolatedRunner(BaseRunner):
         self._owned = worker is None
         self._started = False
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Tensors) -> Tensors:
         return self._exchange(self._start(), ("run", inputs))
 
     def close(self) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.precisions import get_precision
+from modelship.contract.tensors import Tensors
 from modelship.parity.onnx_graph import node_module, tensor_types
 from modelship.parity.probe import Probe
 
@@ -82,7 +83,7 @@ class EagerTrace:
     """What eager PyTorch's modules gave on one input set, each module's first call."""
 
     order: list[str]  # module names in completion order
-    outputs: dict[str, np.ndarray]  # each module's first output tensor
+    outputs: Tensors  # each module's first output tensor
     inputs: dict[str, tuple]  # the arguments each module was called with
     tensors: dict[str, list[np.ndarray]] = field(default_factory=dict)  # every tensor of each module's output
     repeated: set[str] = field(default_factory=set)  # modules called more than once (an FPN level's head)
@@ -182,9 +183,7 @@ def divergence(module: str, reference: np.ndarray, candidate: np.ndarray, precis
     return Divergence(module, max_abs, relative, cosine, note=note)
 
 
-def localize_onnx(
-    proto: Any, model: Any, io: Any, inputs: dict[str, np.ndarray], precision: str, artifact: str
-) -> Explanation:
+def localize_onnx(proto: Any, model: Any, io: Any, inputs: Tensors, precision: str, artifact: str) -> Explanation:
     """Compare every module's eager output with the graph tensor that closes its scope in `proto` (an fp32
     graph, or the fp16 emulation), first divergence in execution order."""
     import torch
@@ -229,9 +228,7 @@ def _same_tensor(reference: list[np.ndarray], value: np.ndarray) -> tuple[np.nda
     return None
 
 
-def _folded_norms(
-    model: Any, order: list[str], eager: dict[str, np.ndarray], closing: dict[str, str]
-) -> dict[str, np.ndarray]:
+def _folded_norms(model: Any, order: list[str], eager: Tensors, closing: dict[str, str]) -> Tensors:
     """For each module whose graph tensor is its output and the next module's, a BatchNorm the exporter folded
     into its Conv (the norm has no node of its own): the norm's eager output, which that tensor is."""
     from torch import nn
@@ -245,7 +242,7 @@ def _folded_norms(
 
 
 def localize_torchscript(
-    scripted: Any, model: Any, io: Any, inputs: dict[str, np.ndarray], precision: str, artifact: str
+    scripted: Any, model: Any, io: Any, inputs: Tensors, precision: str, artifact: str
 ) -> Explanation:
     """Replay each scripted submodule on the inputs eager PyTorch gave the same module; the first whose own output
     differs is the culprit."""

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+import modelship.parity.metrics as metrics
 from modelship.contract.mask_result import MaskMetrics
-from modelship.parity import metrics
 from modelship.parity.compare import CompareFunction, register_compare
 from modelship.parity.tolerance import Tolerance
 

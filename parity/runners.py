@@ -19,8 +19,9 @@ from modelship.contract.dtypes import BY_ONNXRUNTIME
 from modelship.contract.errors import ParityError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.outputs import flatten_outputs
+from modelship.contract.tensors import Tensors
 from modelship.parity.isolation import IsolatedRunner, Worker
-from modelship.parity.runner_protocol import BaseRunner, Tensors
+from modelship.parity.runner_protocol import BaseRunner
 
 CRASH_HINT = (
     "ONNX Runtime itself crashed; fp16 graphs are known to trigger CPU optimizer bugs. Try the fp32 artifact, "

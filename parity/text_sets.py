@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from modelship.contract.errors import UsageError
-from modelship.contract.tokenizer import TokenizerSpec
-from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind, Tensors
+from modelship.contract.tensors import Tensors
+from modelship.contract.tokenizer import TEXT_SIZE_HINT, TokenizerSpec, oversized_text
+from modelship.parity.runner_protocol import BaseRunner, Runner, SetKind
 
 TEXTS = SetKind.TEXTS.value  # the input-set key holding raw texts
 SET_SIZE = 8
@@ -32,24 +33,28 @@ def read_text_file(path: Path) -> list[str]:
         lines = Path(path).read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     except OSError as exc:
         raise UsageError(f"--texts {path}: cannot read ({exc.strerror or exc})") from None
-    refuse_non_utf8(lines, lambda number: f"--texts {path}: line {number}", "save it as UTF-8")
+    refuse_unsendable(lines, lambda number: f"--texts {path}: line {number}", "save it as UTF-8")
     texts = [line for line in lines if line.strip()]
     if not texts:
         raise UsageError(f"--texts {path}: no texts in the file", hint="one text per line")
     return texts
 
 
-def refuse_non_utf8(texts: Sequence[str], name: Callable[[int], str], hint: str) -> None:
-    """A UsageError naming the first of `texts` that cannot be sent as UTF-8 (`name(n)`: how the user knows text n,
-    counted from 1) and its first undecodable byte. Python keeps the bytes it could not decode (in argv, or a file
-    read with errors="surrogateescape") as lone surrogates, which no encoder accepts."""
+def refuse_unsendable(texts: Sequence[str], name: Callable[[int], str], hint: str) -> None:
+    """A UsageError naming the first of `texts` that cannot be sent (`name(n)`: how the user knows text n, counted
+    from 1): not UTF-8 (`hint` says how to fix that; its first undecodable byte is named), or over MAX_TEXT_BYTES.
+    Python keeps the bytes it could not decode (in argv, or a file read with errors="surrogateescape") as lone
+    surrogates, which no encoder accepts."""
     for number, text in enumerate(texts, 1):
         try:
-            text.encode("utf-8")
+            size = len(text.encode("utf-8"))
         except UnicodeEncodeError as exc:
             code = ord(text[exc.start])
             what = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"lone surrogate U+{code:04X}"
             raise UsageError(f"{name(number)} is not UTF-8 ({what} at character {exc.start})", hint=hint) from None
+        too_long = oversized_text(size, name(number))
+        if too_long is not None:
+            raise UsageError(too_long, hint=TEXT_SIZE_HINT)
 
 
 def text_sets(texts: Sequence[str]) -> list[tuple[str, Tensors]]:

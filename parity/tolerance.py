@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject, read_json_object
+from modelship.contract.json_object import JsonObject
+from modelship.contract.jsonfile import read_json_object
 from modelship.contract.precisions import precision_names
 from modelship.contract.tolerance import Tolerance, ToleranceConfig, keyed_by_precision
 

@@ -17,13 +17,13 @@ from typing import Any
 import torch
 
 from modelship.checkpoint import sidecar_path, write_sidecar
-from modelship.preprocess import PreprocessSpec
+from modelship.contract.preprocessing import ChannelOrder, PreprocessSpec
 from modelship.testing.checkpoints import prefixed, save_form
 from modelship.testing.realistic import make_realistic
 
 # The custom image model was "trained" with BGR input and its own statistics: its spec lives in the sidecar.
 MULTIHEAD_PREPROCESS = PreprocessSpec(
-    resize=110, crop=96, mean=(0.45, 0.45, 0.4), std=(0.25, 0.25, 0.3), channel_order="BGR"
+    resize=110, crop=96, mean=(0.45, 0.45, 0.4), std=(0.25, 0.25, 0.3), channel_order=ChannelOrder.BGR
 )
 TEXT_INPUTS = (
     "--input",

@@ -9,8 +9,16 @@ import math
 from typing import Any, cast
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.jsonfile import JsonObject
-from modelship.contract.preprocessing import INTERPOLATIONS, PreprocessSpec
+from modelship.contract.json_object import JsonObject
+from modelship.contract.preprocessing import (
+    ChannelOrder,
+    CropOffset,
+    Interpolation,
+    Layout,
+    PreprocessSpec,
+    Resampler,
+    ResizeMode,
+)
 
 DEFAULT_CROP_PCT = 0.875  # timm's default when a config has none
 
@@ -27,25 +35,31 @@ def from_timm_config(config: JsonObject) -> PreprocessSpec:
     crop_mode = config.get("crop_mode") or "center"
     scaled = (math.floor(height / crop_pct), math.floor(width / crop_pct))
     if crop_mode == "squash":
-        resize, mode = scaled, "exact"
+        resize, mode = scaled, ResizeMode.EXACT
     elif crop_mode == "center" and height == width:
-        resize, mode = scaled[0], "shorter"
+        resize, mode = scaled[0], ResizeMode.SHORTER
     else:
         raise PreprocessError(
             f"timm crop_mode {crop_mode!r} with input size {height}x{width} is not supported",
             hint="supported: crop_mode 'center' with a square input, or 'squash'",
         )
-    interpolation = config.get("interpolation", "bilinear")
-    if interpolation not in INTERPOLATIONS:
-        raise PreprocessError(f"timm interpolation {interpolation!r} is not supported", hint=f"use {INTERPOLATIONS}")
     return PreprocessSpec(
         resize=resize,
         resize_mode=mode,
         crop=(height, width),
-        interpolation=interpolation,
+        interpolation=_interpolation("timm", config.get("interpolation", Interpolation.BILINEAR)),
         mean=tuple(config["mean"]),
         std=tuple(config["std"]),
     )
+
+
+def _interpolation(source: str, value: Any) -> Interpolation:
+    """`value`, a config's interpolation, as an Interpolation; one the spec has none of is refused, naming `source`."""
+    if value not in tuple(Interpolation):
+        raise PreprocessError(
+            f"{source} interpolation {value!r} is not supported", hint=f"use one of {', '.join(Interpolation)}"
+        )
+    return Interpolation(value)
 
 
 def from_timm(source: Any) -> PreprocessSpec:
@@ -82,13 +96,10 @@ def from_torchvision(weights: Any) -> PreprocessSpec:
         return PreprocessSpec(resize=None, crop=None, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0))
     if not isinstance(preset, ImageClassification | SemanticSegmentation):
         raise PreprocessError(f"{weights}: transforms are {type(preset).__name__}, not an image preset")
-    interpolation = preset.interpolation.value
-    if interpolation not in INTERPOLATIONS:
-        raise PreprocessError(f"{weights}: interpolation {interpolation!r} is not supported")
     return PreprocessSpec(
         resize=preset.resize_size[0] if preset.resize_size else None,
         crop=preset.crop_size[0] if isinstance(preset, ImageClassification) else None,
-        interpolation=interpolation,
+        interpolation=_interpolation(f"{weights}:", preset.interpolation.value),
         antialias=bool(preset.antialias),
         mean=tuple(preset.mean),
         std=tuple(preset.std),
@@ -111,16 +122,16 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
 
     interpolation = T.InterpolationMode(spec.interpolation)
     steps: list[Any] = []
-    if spec.resize is not None and spec.resampler == "pillow" and spec.resize_mode == "bounded":
+    if spec.resize is not None and spec.resampler is Resampler.PILLOW and spec.resize_mode is ResizeMode.BOUNDED:
         steps.append(T.Lambda(lambda image: _pil_resize(image, spec)))
-    elif spec.resize is not None and spec.resampler == "pillow":
+    elif spec.resize is not None and spec.resampler is Resampler.PILLOW:
         steps.append(T.Resize(spec.resize, interpolation=interpolation))  # PIL resizing always antialiases
     steps.append(T.PILToTensor())
-    if spec.resize is not None and spec.resampler == "torch":  # PyTorch's uint8 kernel, on the uint8 tensor
+    if spec.resize is not None and spec.resampler is Resampler.TORCH:  # PyTorch's uint8 kernel, on the uint8 tensor
         steps.append(T.Lambda(lambda pixels: F.resize(pixels, list(_tensor_size(pixels, spec)), interpolation)))
     if spec.crop is not None:
         floor = T.Lambda(lambda pixels: _floor_crop(pixels, spec))
-        steps.append(T.CenterCrop(spec.crop) if spec.crop_offset == "round" else floor)
+        steps.append(T.CenterCrop(spec.crop) if spec.crop_offset is CropOffset.ROUND else floor)
     divisor = 1.0 / spec.scale
     if spec.fused_normalize:
         steps.append(T.Lambda(lambda pixels: pixels.to(torch.float32)))
@@ -129,9 +140,9 @@ def to_torchvision(spec: PreprocessSpec) -> Any:
     else:
         steps.append(T.Lambda(lambda pixels: pixels.to(torch.float32) / divisor))
         steps.append(T.Normalize(spec.mean, spec.std))
-    if spec.channel_order == "BGR":
+    if spec.channel_order is ChannelOrder.BGR:
         steps.append(T.Lambda(lambda values: values.flip(0)))
-    if spec.layout == "NHWC":
+    if spec.layout is Layout.NHWC:
         steps.append(T.Lambda(lambda values: values.permute(1, 2, 0)))
     dtype = getattr(torch, spec.dtype)
     steps.append(T.Lambda(lambda values: values.to(dtype).contiguous()))

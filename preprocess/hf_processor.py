@@ -12,10 +12,18 @@ from __future__ import annotations
 from typing import Any
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import (
+    ChannelOrder,
+    CropOffset,
+    Interpolation,
+    PreprocessSpec,
+    Resampler,
+    ResizeMode,
+)
 
-RESAMPLE = {2: "bilinear", 3: "bicubic", 0: "nearest"}  # PIL.Image.Resampling values processors store
-BACKEND_RESAMPLERS = {"torchvision": "torch", "pil": "pillow"}
+# the PIL.Image.Resampling values processors store
+RESAMPLE = {2: Interpolation.BILINEAR, 3: Interpolation.BICUBIC, 0: Interpolation.NEAREST}
+BACKEND_RESAMPLERS = {"torchvision": Resampler.TORCH, "pil": Resampler.PILLOW}
 CONVNEXT_WARP = 384  # ConvNeXt's processor warps to a square from this size up, else resizes by 1/crop_pct and crops
 # processors whose own code (labels of segmentation maps, ConvNeXt's crop_pct rule, MobileViT's channel flip) leaves
 # their images' steps ones modelship reproduces; any other must use its backend's steps as they are
@@ -49,8 +57,8 @@ def from_image_processor(processor: Any) -> PreprocessSpec:
             "leaves as it is",
         )
     resize, mode, crop = _resize_and_crop(processor, name)
-    interpolation = RESAMPLE.get(int(processor.resample)) if processor.resample is not None else "bilinear"
-    if interpolation is None or (interpolation == "nearest" and resampler == "torch"):
+    interpolation = RESAMPLE.get(int(processor.resample)) if processor.resample is not None else Interpolation.BILINEAR
+    if interpolation is None or (interpolation is Interpolation.NEAREST and resampler is Resampler.TORCH):
         raise PreprocessError(
             f"{name}: resample {processor.resample} is not reproduced exactly",
             hint="use resample 2 (bilinear) or 3 (bicubic)",
@@ -64,30 +72,30 @@ def from_image_processor(processor: Any) -> PreprocessSpec:
         mean=tuple(processor.image_mean) if normalise else (0.0, 0.0, 0.0),
         std=tuple(processor.image_std) if normalise else (1.0, 1.0, 1.0),
         scale=float(processor.rescale_factor) if processor.do_rescale else 1.0,
-        channel_order="BGR" if getattr(processor, "do_flip_channel_order", None) else "RGB",
+        channel_order=ChannelOrder.BGR if getattr(processor, "do_flip_channel_order", None) else ChannelOrder.RGB,
         resampler=resampler,
-        crop_offset="floor",
-        fused_normalize=resampler == "torch" and normalise and bool(processor.do_rescale),
+        crop_offset=CropOffset.FLOOR,
+        fused_normalize=resampler is Resampler.TORCH and normalise and bool(processor.do_rescale),
     )
 
 
-def _resize_and_crop(processor: Any, name: str) -> tuple[Any, str, tuple[int, int] | None]:
+def _resize_and_crop(processor: Any, name: str) -> tuple[Any, ResizeMode, tuple[int, int] | None]:
     """(resize, resize_mode, crop) of the spec, from the processor's size, crop_size and own resize rule."""
     size = processor.size
     crop = (processor.crop_size.height, processor.crop_size.width) if processor.do_center_crop else None
     if not processor.do_resize:
-        return None, "shorter", crop
+        return None, ResizeMode.SHORTER, crop
     if name.startswith("ConvNextImageProcessor") and size.shortest_edge:
         edge = size.shortest_edge
         if edge >= CONVNEXT_WARP:
-            return (edge, edge), "exact", crop
-        return int(edge / processor.crop_pct), "shorter", (edge, edge)
+            return (edge, edge), ResizeMode.EXACT, crop
+        return int(edge / processor.crop_pct), ResizeMode.SHORTER, (edge, edge)
     if size.height and size.width:
-        return (size.height, size.width), "exact", crop
+        return (size.height, size.width), ResizeMode.EXACT, crop
     if size.shortest_edge and not size.longest_edge:
-        return size.shortest_edge, "shorter", crop
+        return size.shortest_edge, ResizeMode.SHORTER, crop
     if size.shortest_edge and size.longest_edge:
-        return (size.shortest_edge, size.longest_edge), "bounded", crop
+        return (size.shortest_edge, size.longest_edge), ResizeMode.BOUNDED, crop
     given = {k: v for k, v in vars(size).items() if v} if hasattr(size, "__dict__") else size
     raise PreprocessError(
         f"{name}: size {given} is not reproduced exactly (height and width, shortest_edge, or shortest_edge and "

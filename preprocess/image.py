@@ -17,13 +17,21 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import (
+    ChannelOrder,
+    CropOffset,
+    Interpolation,
+    Layout,
+    PreprocessSpec,
+    Resampler,
+    ResizeMode,
+)
 from modelship.preprocess.resample import resize_uint8
 
 PIL_FILTERS = {
-    "bilinear": Image.Resampling.BILINEAR,
-    "bicubic": Image.Resampling.BICUBIC,
-    "nearest": Image.Resampling.NEAREST,
+    Interpolation.BILINEAR: Image.Resampling.BILINEAR,
+    Interpolation.BICUBIC: Image.Resampling.BICUBIC,
+    Interpolation.NEAREST: Image.Resampling.NEAREST,
 }
 SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 ImageSource = str | Path | Image.Image
@@ -89,11 +97,11 @@ def transform(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
     pixels = _resize(to_rgb(image), spec)
     if spec.crop is not None:
         crop = cast("tuple[int, int]", spec.crop)  # PreprocessSpec makes every crop (height, width)
-        pixels = center_crop(pixels, crop, floor=spec.crop_offset == "floor")
+        pixels = center_crop(pixels, crop, floor=spec.crop_offset is CropOffset.FLOOR)
     values = _normalize(pixels.astype(np.float32), spec)
-    if spec.channel_order == "BGR":
+    if spec.channel_order is ChannelOrder.BGR:
         values = values[..., ::-1]
-    if spec.layout == "NCHW":
+    if spec.layout is Layout.NCHW:
         values = values.transpose(2, 0, 1)
     return np.ascontiguousarray(values, dtype=np.dtype(spec.dtype))
 
@@ -158,9 +166,9 @@ def resized_size(height: int, width: int, spec: PreprocessSpec) -> tuple[int, in
     """torchvision's output size: shorter side to `resize`, long side `int(resize * long / short)`."""
     if spec.resize is None:
         return height, width
-    if spec.resize_mode == "exact":
+    if spec.resize_mode is ResizeMode.EXACT:
         return cast("tuple[int, int]", spec.resize)  # PreprocessSpec makes it (height, width) in exact mode
-    if spec.resize_mode == "bounded":
+    if spec.resize_mode is ResizeMode.BOUNDED:
         return bounded_size(height, width, *cast("tuple[int, int]", spec.resize))  # (shortest, longest)
     short, long = (width, height) if width <= height else (height, width)
     resize = cast(int, spec.resize)  # PreprocessSpec makes it one int (the shorter side) in shorter mode
@@ -212,6 +220,6 @@ def _resize(image: Image.Image, spec: PreprocessSpec) -> np.ndarray:
     height, width = resized_size(image.height, image.width, spec)
     if (height, width) == (image.height, image.width):
         return np.asarray(image, dtype=np.uint8)
-    if spec.resampler == "torch":
+    if spec.resampler is Resampler.TORCH:
         return resize_uint8(np.asarray(image, dtype=np.uint8), height, width, spec.interpolation)
     return np.asarray(image.resize((width, height), PIL_FILTERS[spec.interpolation]), dtype=np.uint8)

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-TAPS = {"bilinear": 2, "bicubic": 4}  # the filter's support, in input pixels at scale 1
+from modelship.contract.preprocessing import Interpolation
+
+TAPS = {Interpolation.BILINEAR: 2, Interpolation.BICUBIC: 4}  # the filter's support, in input pixels at scale 1
 CUBIC_A = -0.5  # Pillow's and PyTorch's antialiasing cubic
 MAX_PRECISION = 22
 
 
-def resize_uint8(pixels: np.ndarray, height: int, width: int, interpolation: str) -> np.ndarray:
+def resize_uint8(pixels: np.ndarray, height: int, width: int, interpolation: Interpolation) -> np.ndarray:
     """An (H, W, C) uint8 array resized to (height, width) as `torch.nn.functional.interpolate(..., antialias=True)`
-    resizes a uint8 tensor."""
+    resizes a uint8 tensor (bilinear or bicubic)."""
     if pixels.shape[1] != width:
         pixels = _resize_axis(pixels, 1, width, interpolation)
     if pixels.shape[0] != height:
@@ -33,7 +35,7 @@ def resize_uint8(pixels: np.ndarray, height: int, width: int, interpolation: str
     return pixels
 
 
-def _resize_axis(pixels: np.ndarray, axis: int, size: int, interpolation: str) -> np.ndarray:
+def _resize_axis(pixels: np.ndarray, axis: int, size: int, interpolation: Interpolation) -> np.ndarray:
     indexes, weights, precision = axis_weights(pixels.shape[axis], size, interpolation)
     total = np.full((*pixels.shape[:axis], size, *pixels.shape[axis + 1 :]), 1 << (precision - 1), np.int32)
     shape = (1, size, 1) if axis == 1 else (size, 1, 1)
@@ -43,7 +45,7 @@ def _resize_axis(pixels: np.ndarray, axis: int, size: int, interpolation: str) -
     return np.clip(total >> precision, 0, 255).astype(np.uint8)
 
 
-def axis_weights(source: int, size: int, interpolation: str) -> tuple[np.ndarray, np.ndarray, int]:
+def axis_weights(source: int, size: int, interpolation: Interpolation) -> tuple[np.ndarray, np.ndarray, int]:
     """For each of `size` outputs: the input indexes it reads (clipped; unused taps weigh 0), their int16 weights,
     and the number of fraction bits those weights carry."""
     scale = source / size
@@ -71,9 +73,9 @@ def _precision(largest: float) -> int:
     return bits
 
 
-def _filter(interpolation: str, x: np.ndarray) -> np.ndarray:
+def _filter(interpolation: Interpolation, x: np.ndarray) -> np.ndarray:
     x = np.abs(x)
-    if interpolation == "bilinear":
+    if interpolation is Interpolation.BILINEAR:
         return np.where(x < 1.0, 1.0 - x, 0.0)
     a = CUBIC_A
     near = ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0

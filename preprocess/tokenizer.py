@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.tokenizer import TokenizerSpec
+from modelship.contract.tensors import Tensors
+from modelship.contract.tokenizer import TEXT_SIZE_HINT, TokenizerSpec, oversized_text
 
 if TYPE_CHECKING:  # imported when a tokenizer is read
     from tokenizers import Tokenizer
@@ -35,7 +36,7 @@ class TextTokenizer:
         self.spec = spec
         self._tokenizer = tokenizer
 
-    def encode(self, texts: Sequence[str], length: int | None = None) -> dict[str, np.ndarray]:
+    def encode(self, texts: Sequence[str], length: int | None = None) -> Tensors:
         """Model inputs (name -> int64 [len(texts), length or the longest]) for `texts`."""
         if not texts:
             raise PreprocessError("no text given", hint="pass at least one text")
@@ -79,9 +80,13 @@ def _read_tokenizer(path: Path) -> Tokenizer:
 
 
 def decode_texts(values: Sequence[bytes | str]) -> list[str]:
-    """Texts as they arrive in a request (Triton BYTES elements): UTF-8 decoded, a one-line error otherwise."""
+    """Texts as they arrive in a request (Triton BYTES elements): UTF-8 decoded, a one-line error otherwise (not
+    UTF-8, or over MAX_TEXT_BYTES: tokenized, it would hold the instance for minutes)."""
     texts = []
     for index, value in enumerate(values):
+        too_long = oversized_text(len(value.encode("utf-8") if isinstance(value, str) else value), f"text {index}")
+        if too_long is not None:
+            raise PreprocessError(too_long, hint=TEXT_SIZE_HINT)
         if isinstance(value, str):
             texts.append(value)
             continue

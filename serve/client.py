@@ -25,14 +25,16 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import gevent
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from modelship.contract.errors import ClientError
-from modelship.contract.jsonfile import JsonObject
-from modelship.serve.model_info import ModelInfo, ModelState, Tensors
+from modelship.contract.json_object import JsonObject
+from modelship.contract.tensors import Tensors
+from modelship.serve.model_info import ModelInfo, ModelState
 from modelship.serve.protocols import DEFAULT_URLS, WireProtocol
 from modelship.serve.restricted_api import secret_headers
 
@@ -41,8 +43,8 @@ UNLOAD_TIMEOUT_S = 10.0  # how long a reload waits for Triton's background unloa
 UNLOAD_POLL_S = 0.05
 
 
-def split_url(url: str | None, protocol: str | None = None) -> tuple[WireProtocol, str]:
-    """(protocol, "host:port") from "http://h:p", "grpc://h:p" or a bare "h:p" (protocol defaults to http)."""
+def split_url(url: str | None, protocol: WireProtocol | None = None) -> tuple[WireProtocol, str]:
+    """(protocol, "host:port") from "http://h:p", "grpc://h:p" or a bare "h:p" (`protocol`, else http)."""
     scheme, _, rest = (url or "").rpartition("://")
     if scheme and scheme not in PROTOCOLS:
         raise ClientError(
@@ -50,10 +52,7 @@ def split_url(url: str | None, protocol: str | None = None) -> tuple[WireProtoco
         )
     if scheme and protocol and scheme != protocol:
         raise ClientError(f"URL {url!r} says {scheme}, but --protocol says {protocol}")
-    given = scheme or protocol or WireProtocol.HTTP
-    if given not in PROTOCOLS:
-        raise ClientError(f"unknown protocol {given!r}", hint="use http or grpc")
-    chosen = WireProtocol(given)
+    chosen = WireProtocol(scheme) if scheme else protocol or WireProtocol.HTTP
     if url is None:
         return chosen, DEFAULT_URLS[chosen]
     address = rest.rstrip("/")
@@ -75,7 +74,7 @@ class TritonClient:
     def __init__(
         self,
         url: str | None = None,
-        protocol: str | None = None,
+        protocol: WireProtocol | None = None,
         *,
         timeout_s: float = 60.0,
         concurrency: int = 4,
@@ -90,6 +89,9 @@ class TritonClient:
             self._client: Any = httpclient.InferenceServerClient(
                 self.address, concurrency=concurrency, connection_timeout=timeout_s, network_timeout=timeout_s
             )
+            # an async request that fails is raised again by its get_result(), as a ClientError; gevent's hub would
+            # also print the greenlet's traceback on stderr
+            gevent.get_hub().exception_stream = None
         else:
             self._client = grpcclient.InferenceServerClient(self.address)
         self._models: dict[tuple[str, str], ModelInfo] = {}
@@ -100,10 +102,14 @@ class TritonClient:
         """Turn transport and server errors into ClientErrors that say what to do."""
         try:
             yield
+        except TimeoutError:  # the server is up and took the request, but did not answer in time
+            raise self._timed_out(model, doing) from None
         except (ConnectionError, OSError, http.client.HTTPException) as exc:  # refused, reset, closed mid-answer
             raise self._down(exc) from None
         except InferenceServerException as exc:
             text = f"{exc.message() or ''} {exc.status() or ''}"
+            if "DEADLINE_EXCEEDED" in text or "Deadline Exceeded" in text:
+                raise self._timed_out(model, doing) from None
             refused = text.startswith("load failed")  # a model Triton would not load: "... at UNAVAILABLE state"
             if not refused and ("UNAVAILABLE" in text or "failed to connect" in text.lower()):
                 raise self._down(exc) from None
@@ -118,6 +124,18 @@ class TritonClient:
             f"cannot reach a Triton server at {self.url} ({type(exc).__name__})",
             hint="start one with `modelship serve`, or pass --url",
             details={"url": self.url, "unreachable": True},
+        )
+
+    def _deadline(self) -> dict[str, float]:
+        """gRPC's per-call timeout (without it a server that takes a call and never answers holds the client for
+        good); HTTP's is the connection's network_timeout."""
+        return {"client_timeout": self.timeout_s} if self.protocol is WireProtocol.GRPC else {}
+
+    def _timed_out(self, model: str | None, doing: str) -> ClientError:
+        return ClientError(
+            f"{self.url}: {doing}{f' to {model}' if model else ''} timed out after {self.timeout_s:g} s",
+            hint="the server is up but did not answer in time: send fewer or smaller inputs per request",
+            details={"url": self.url, "model": model, "timed_out": True},
         )
 
     def _unknown(self, model: str) -> ClientError:
@@ -167,7 +185,9 @@ class TritonClient:
         """The config `name` is served with, as Triton's JSON (what `load` takes back)."""
         with self._errors(name, "reading the config"):
             if self.protocol is WireProtocol.GRPC:
-                return self._client.get_model_config(name, headers=self._headers, as_json=True)["config"]
+                return self._client.get_model_config(name, headers=self._headers, as_json=True, **self._deadline())[
+                    "config"
+                ]
             return self._client.get_model_config(name, headers=self._headers)
 
     def load(self, name: str, config: JsonObject | None = None) -> None:
@@ -192,7 +212,7 @@ class TritonClient:
     def model_ready(self, name: str, version: str = "") -> bool:
         """Whether `version` of `name` (any version: "") is loaded and ready; ClientError if the server is down."""
         with self._errors(doing=f"readiness of {name}"):
-            return bool(self._client.is_model_ready(name, version, headers=self._headers))
+            return bool(self._client.is_model_ready(name, version, headers=self._headers, **self._deadline()))
 
     # -- models ------------------------------------------------------------------------------------------------
     def model(self, name: str, version: str = "") -> ModelInfo:
@@ -200,11 +220,11 @@ class TritonClient:
         key = (name, version)
         if key not in self._models:
             with self._errors(name):
-                if not self._client.is_model_ready(name, version):
+                if not self._client.is_model_ready(name, version, **self._deadline()):
                     raise self._unknown(name)
                 if self.protocol is WireProtocol.GRPC:
-                    meta = self._client.get_model_metadata(name, version, as_json=True)
-                    config = self._client.get_model_config(name, version, as_json=True)["config"]
+                    meta = self._client.get_model_metadata(name, version, as_json=True, **self._deadline())
+                    config = self._client.get_model_config(name, version, as_json=True, **self._deadline())["config"]
                 else:
                     meta = self._client.get_model_metadata(name, version)
                     config = self._client.get_model_config(name, version)
@@ -247,7 +267,7 @@ class TritonClient:
                 result = self._client.infer(name, infer_inputs, model_version=version, outputs=requested)
             else:
                 result = self._client.infer(
-                    name, infer_inputs, model_version=version, outputs=requested, client_timeout=self.timeout_s
+                    name, infer_inputs, model_version=version, outputs=requested, **self._deadline()
                 )
         return self._result(result, requested)
 
@@ -275,7 +295,7 @@ class TritonClient:
                     callback=_settle(future),
                     model_version=version,
                     outputs=requested,
-                    client_timeout=self.timeout_s,
+                    **self._deadline(),
                 )
             return [self._result(f.result(), requested) for f, (_, requested) in zip(futures, prepared, strict=True)]
 

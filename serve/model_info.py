@@ -12,7 +12,7 @@ from tritonclient.utils import triton_to_np_dtype
 
 from modelship.contract.errors import ClientError, PreprocessError
 from modelship.contract.iospec import ServedNames
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import DEFAULT_TASK
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.contract.tensors import Tensors

@@ -23,12 +23,12 @@ from pathlib import Path
 from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship import __version__
-from modelship.contract.artifacts import SERVED_FILES
 from modelship.contract.errors import PublishError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Artifact, Manifest
+from modelship.export.formats import SERVED_FILES
 from modelship.serve import repository
-from modelship.serve.ensemble import (
+from modelship.serve.image_pipeline import (
     IMAGE,
     WARMUP_DIR,
     PipelinePlan,
@@ -41,7 +41,6 @@ from modelship.serve.ensemble import (
     warmup_image,
 )
 from modelship.serve.model_staging import CONFIG_FILE, PREPROCESS_FILE, check_compatible, config_path, install
-from modelship.serve.object_store import is_object_store
 from modelship.serve.publish_choices import (
     AUTO_PIPELINE,
     check_labels,
@@ -123,7 +122,7 @@ def publish_export(
 ) -> PublishResult:
     """Publish the chosen artifacts of `export_dir` (default: all) as `<name>_<artifact>` models in `repo`, served
     as `serving` says (default: ServingOptions()); with an image preprocessing spec, also `<name>_preprocess` and
-    the ensemble `<name>_pipeline` over the `pipeline` artifact (serve.pipeline): "auto" picks the ONNX fp32 one
+    the ensemble `<name>_pipeline` over the `pipeline` artifact (serve.publish_choices): "auto" picks the ONNX fp32 one
     and only notes why when none can be built; an artifact name must work; None writes no pipeline.
 
     All or nothing: the files beside the artifacts (the tokenizer) are sha256-verified first, every artifact is
@@ -217,7 +216,7 @@ def _stage(staged: _Staging, export_dir: Path, manifest: Manifest, art: Artifact
 
 
 def _stage_pipeline(staged: _Staging, pipe: PipelinePlan) -> list[PublishedModel]:
-    """Stage `<name>_preprocess` and the ensemble `<name>_pipeline` (serve.ensemble) into the plan."""
+    """Stage `<name>_preprocess` and the ensemble `<name>_pipeline` (serve.image_pipeline) into the plan."""
     plan, repo, options, version, labels = staged.plan, staged.repo, staged.options, staged.version, staged.labels
     published = []
     preprocess_number = repository.choose_version(repo / pipe.preprocess_name, version)
@@ -316,15 +315,6 @@ def _external_data(export_dir: Path, art: Artifact) -> list[Path]:
     if art.format != "onnx":
         return []
     return [p for p in [export_dir / f"{art.file}.data"] if p.is_file()]
-
-
-def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> PublishResult:
-    """Publish into a local folder (`publish_export`) or an s3:// location (serve.s3_publish)."""
-    if is_object_store(repo):
-        from modelship.serve.s3_publish import publish_to_s3
-
-        return publish_to_s3(export_dir, str(repo), options)
-    return publish_with(export_dir, Path(repo), options)
 
 
 def publish_with(export_dir: Path, repo: Path, options: PublishOptions) -> PublishResult:

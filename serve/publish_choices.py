@@ -5,20 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from modelship.contract.artifacts import PLATFORMS
 from modelship.contract.errors import PublishError
 from modelship.contract.labels import clean_labels
 from modelship.contract.manifest import EXPORT_MANIFEST, Artifact, Manifest
 from modelship.contract.opsets import runtime_target
 from modelship.contract.precisions import FP32, PRECISIONS
+from modelship.export.formats import PLATFORMS
 from modelship.serve import repository
-from modelship.serve.ensemble import (
-    PIPELINE_SUFFIX,
-    POSTPROCESS_SUFFIX,
-    PREPROCESS_SUFFIX,
-    PipelinePlan,
-    plan_pipeline,
-)
+from modelship.serve.ensemble import PIPELINE_SUFFIX
+from modelship.serve.image_pipeline import POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX, PipelinePlan, plan_pipeline
 from modelship.serve.text_pipeline import TOKENIZE_SUFFIX, TextPipelinePlan, plan_text_pipeline
 from modelship.tasks import Preprocessing, Task
 

@@ -19,11 +19,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from modelship.contract.errors import ClientError, ModelshipError, ServeError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Manifest
 from modelship.contract.parity_report import ParityReport
+from modelship.contract.tensors import Tensors
 from modelship.serve.client import TritonClient
-from modelship.serve.model_info import Tensors
 from modelship.tasks import get_task
 
 

@@ -8,7 +8,7 @@ number present, complete or not). Publishers to one location take turns through 
 conditional PUT (`If-None-Match: *`); a lock whose holder died on this host, or older than LOCK_TTL_S, is taken over.
 
 The files themselves are built exactly as for a local repository (serve.publish, in a temporary folder), so configs,
-verification and the pipeline models are the same.
+verification and the pipeline models are the same. `publish_to` publishes to either, as the location says.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from modelship.contract.errors import PublishError
 from modelship.contract.manifest import Manifest
 from modelship.contract.staging import process_alive
 from modelship.serve.model_staging import CONFIG_FILE
-from modelship.serve.object_store import S3Location, client
+from modelship.serve.object_store import S3Location, client, is_object_store
 from modelship.serve.publish import PublishedModel, PublishOptions, PublishResult, publish_with
 from modelship.serve.triton_config import ServingOptions, parse_config, to_text
 
@@ -38,6 +38,13 @@ LOCK_TTL_S = 600.0
 LOCK_TIMEOUT_S = 300.0
 SHA_METADATA = "sha256"
 LOCK_TAKEN = ("PreconditionFailed", "412", "ConditionalRequestConflict")  # the conditional PUT lost the race
+
+
+def publish_to(repo: str | Path, export_dir: Path, options: PublishOptions) -> PublishResult:
+    """Publish into a local folder (serve.publish) or an s3:// location (`publish_to_s3`)."""
+    if is_object_store(repo):
+        return publish_to_s3(export_dir, str(repo), options)
+    return publish_with(export_dir, Path(repo), options)
 
 
 def publish_to_s3(export_dir: Path, url: str, options: PublishOptions | None = None) -> PublishResult:

@@ -15,20 +15,23 @@ from pathlib import Path
 import numpy as np
 
 from modelship.contract.errors import ClientError
+from modelship.contract.tensors import Tensors
 from modelship.parity.image_inputs import IMAGES
 from modelship.parity.runner_protocol import BaseRunner, SetKind
 from modelship.parity.text_sets import TEXTS
 from modelship.serve.client import TritonClient
-from modelship.serve.model_info import ModelInfo, Tensors
+from modelship.serve.model_info import ModelInfo
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.text_pipeline import TEXT
 
 
 class TritonRunner(BaseRunner):
     """Runs `model_name` on the Triton server at `url` (http://, grpc:// or host:port with `protocol`)."""
 
-    def __init__(self, url: str, model_name: str, protocol: str = "http", name: str | None = None) -> None:
-        scheme = url.partition("://")[0] if "://" in url else None
-        self.client = TritonClient(url, protocol=scheme or protocol)
+    def __init__(
+        self, url: str, model_name: str, protocol: WireProtocol = WireProtocol.HTTP, name: str | None = None
+    ) -> None:
+        self.client = TritonClient(url, protocol=None if "://" in url else protocol)  # a URL's scheme wins
         self.model_name = model_name
         self.name = name or f"triton:{model_name}"
         self._info: ModelInfo | None = None
@@ -50,7 +53,7 @@ class TritonRunner(BaseRunner):
 
     @property
     def takes(self) -> SetKind:
-        """IMAGES for an image pipeline (serve.ensemble): one TYPE_STRING input of encoded images, decoded and
+        """IMAGES for an image pipeline (serve.image_pipeline): one TYPE_STRING input of encoded images, decoded and
         preprocessed by the server; it runs on image-file input sets (`{"images": paths}`) only. TEXTS for a
         text pipeline (serve.text_pipeline: its input TEXT), run on sets of texts (`{"texts": strings}`)."""
         inputs = self.info.inputs

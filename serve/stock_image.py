@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from modelship.contract.opsets import runtime_target
-from modelship.serve.ensemble import POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.image_pipeline import POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
 from modelship.serve.text_pipeline import TOKENIZE_SUFFIX
 from modelship.serve.vendoring import needs, template
 

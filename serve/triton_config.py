@@ -24,23 +24,33 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from modelship.contract import dtypes
-from modelship.contract.artifacts import PLATFORMS, SERVED_FILES
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Artifact
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import Layout, PreprocessSpec
+from modelship.export.formats import PLATFORMS, SERVED_FILES
 from modelship.tasks import DEFAULT_TASK, get_task
 
-# "auto" writes no kind: Triton then places instances on every GPU it sees, else on the CPU (KIND_AUTO).
-KINDS = {"auto": None, "cpu": "KIND_CPU", "gpu": "KIND_GPU"}
-IMAGE_FORMATS = {"NCHW": "FORMAT_NCHW", "NHWC": "FORMAT_NHWC"}
+
+class InstanceKind(StrEnum):
+    """Where Triton places a model's instances: AUTO writes no kind (Triton then uses every GPU it sees, else the
+    CPU: KIND_AUTO); CPU and GPU fix it."""
+
+    AUTO = "auto"
+    CPU = "cpu"
+    GPU = "gpu"
+
+
+CONFIG_KINDS = {InstanceKind.CPU: "KIND_CPU", InstanceKind.GPU: "KIND_GPU"}  # AUTO writes none
+IMAGE_FORMATS = {Layout.NCHW: "FORMAT_NCHW", Layout.NHWC: "FORMAT_NHWC"}
 CLASSIFIABLE = {"float32", "int64", "int32", "int8", "uint8"}  # what Triton's classification extension can rank
 LABELS_FILE = "labels.txt"
 DEFAULT_MAX_BATCH_SIZE = 16
@@ -59,7 +69,7 @@ PARAM_TASK = "modelship.task"  # a pipeline's task (an artifact's is in its PARA
 class ServingOptions:
     """How one model is served; the `modelship publish` flags."""
 
-    kind: str = "auto"
+    kind: InstanceKind = InstanceKind.AUTO
     instances: int = 1
     max_batch_size: int = DEFAULT_MAX_BATCH_SIZE
     max_queue_delay_us: int = DEFAULT_QUEUE_DELAY_US
@@ -68,8 +78,10 @@ class ServingOptions:
     max_image_pixels: int = 40_000_000  # a pipeline's preprocess model refuses images decoding to more pixels
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise PublishError(f"unknown instance kind {self.kind!r}", hint=f"use one of {', '.join(KINDS)}")
+        if not isinstance(self.kind, InstanceKind):
+            raise PublishError(
+                f"instance kind {self.kind!r} is not an InstanceKind", hint=f"use one of {', '.join(InstanceKind)}"
+            )
         if self.instances < 1:
             raise PublishError(f"instances must be at least 1, got {self.instances}")
         if self.max_batch_size < 1:
@@ -80,7 +92,7 @@ class ServingOptions:
             raise PublishError(f"keep-versions must be >= 0 (0 = all), got {self.keep_versions}")
         if self.max_image_pixels < 1:
             raise PublishError(f"max image pixels must be at least 1, got {self.max_image_pixels}")
-        if self.trt_fp16 and self.kind != "gpu":
+        if self.trt_fp16 and self.kind is not InstanceKind.GPU:
             raise PublishError("--trt-fp16 needs GPU instances", hint="add --kind gpu")
 
 
@@ -116,7 +128,7 @@ def triton_dtype(spec: TensorSpec) -> int:
 
 
 def _warmup(
-    io: IOSpec, names: dict[str, str], batched: bool, image: tuple[str, tuple[int, int]] | None
+    io: IOSpec, names: dict[str, str], batched: bool, image: tuple[Layout, tuple[int, int]] | None
 ) -> mc.ModelWarmup:
     """One batch-1 request: random floats, zeros for integers (random ids could fall outside an embedding). A
     dynamic dimension is 1, except an image input's height and width (`image`: its layout and the size to send):
@@ -127,7 +139,7 @@ def _warmup(
         sizes = [1] * len(declared)
         if index == 0 and image is not None:
             layout, (height, width) = image
-            sizes[-3:] = [1, height, width] if layout == "NCHW" else [height, width, 1]
+            sizes[-3:] = [1, height, width] if layout is Layout.NCHW else [height, width, 1]
         shape = [d if d > 0 else size for d, size in zip(declared, sizes, strict=True)]
         floating = spec.dtype.startswith(("float", "bfloat"))
         entry = mc.ModelWarmup.Input(data_type=triton_dtype(spec), dims=shape)
@@ -205,8 +217,8 @@ def build_config(
     if batched:
         config.dynamic_batching.max_queue_delay_microseconds = options.max_queue_delay_us
     group = config.instance_group.add(count=options.instances)
-    if KINDS[options.kind]:
-        group.kind = mc.ModelInstanceGroup.Kind.Value(KINDS[options.kind])
+    if options.kind in CONFIG_KINDS:
+        group.kind = mc.ModelInstanceGroup.Kind.Value(CONFIG_KINDS[options.kind])
     if options.keep_versions:
         config.version_policy.latest.num_versions = options.keep_versions
     else:
@@ -240,12 +252,12 @@ def _image_format(io: IOSpec, preprocess: PreprocessSpec | None) -> str | None:
         return None
     image = io.inputs[0]
     layout = preprocess.layout
-    channels = 1 if layout == "NCHW" else 3
+    channels = 1 if layout is Layout.NCHW else 3
     if not image.dtype.startswith("float") or len(image.shape) != 4 or image.shape[channels] != 3:
         return None
     if not io.batched:  # Triton's format needs 3 dims, the config's without the batch
         return None
-    return IMAGE_FORMATS.get(layout)
+    return IMAGE_FORMATS[layout]
 
 
 def to_text(config: mc.ModelConfig) -> str:

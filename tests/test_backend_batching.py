@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from modelship.contract.tensors import Tensors
 from modelship.serve.backends.modelship_backend import run_requests
 
 
@@ -17,7 +18,7 @@ class Recorder:
         self.calls: list[tuple[int, ...]] = []
         self.fail_width = fail_width
 
-    def __call__(self, feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, feed: Tensors) -> Tensors:
         self.calls.append(feed["x"].shape)
         if feed["x"].shape[1] == self.fail_width:
             raise ValueError("bad width")
@@ -25,7 +26,7 @@ class Recorder:
         return {"out": out + feed["y"] if "y" in feed else out}
 
 
-def request(rows: int, width: int = 2, start: float = 0.0, dtype: str = "float32") -> dict[str, np.ndarray]:
+def request(rows: int, width: int = 2, start: float = 0.0, dtype: str = "float32") -> Tensors:
     return {"x": np.arange(rows * width, dtype=dtype).reshape(rows, width) + start}
 
 

@@ -54,6 +54,17 @@ def test_a_text_that_is_not_utf8_is_refused_before_any_request(tmp_path: Path) -
     expect_failure([*ask, "--texts", texts], names=[str(texts), "line 3", "not UTF-8", "0xe9", "save it as UTF-8"])
 
 
+def test_an_oversized_text_is_refused_before_any_request(tmp_path: Path) -> None:
+    """A 2 MiB line (past MAX_TEXT_BYTES; the model reads only its first max_length tokens) is refused naming its
+    size and the limit, before any request: sent, it held the server's tokenizer until the request timed out."""
+    ask = ["infer", "--model", "sentiment_pipeline", "--url", UNREACHABLE]
+    huge = "word " * (2 << 18)
+    expect_failure([*ask, "--text", "fine", "--text", huge], names=["--text 2", "2.5 MiB", "over the 1 MiB"])
+    texts = tmp_path / "texts.txt"
+    texts.write_text(f"short\n{huge}\n")
+    expect_failure([*ask, "--texts", texts], names=[str(texts), "line 2", "over the 1 MiB", "shorter text"])
+
+
 def test_a_tokenizer_beyond_the_embedding_table_is_refused(tmp_path: Path) -> None:
     """The MiniLM tokenizer (30522 tokens) on a model whose input embedding has 1000 rows: refused at load, naming
     the ids out of range, before any forward pass (it ended in an IndexError inside torch.embedding)."""

@@ -19,6 +19,7 @@ from modelship.bench.repeated import FAULT_RATIO, PointsInRound, Repetition, Rou
 from modelship.bench.workspace import BenchPlan
 from modelship.serve.load.requests import sender
 from modelship.serve.load.stats import LoadStats
+from modelship.serve.protocols import WireProtocol
 
 
 def stats(throughput: float) -> LoadStats:
@@ -123,7 +124,7 @@ def test_the_peer_answers_what_onnx_runtime_answers(model) -> None:
 def test_the_pytriton_peer_answers_what_onnx_runtime_answers_and_leaves_no_server(model) -> None:
     path, inputs, expected = model
     with PyTritonPeer(path, threads=1) as peer:
-        send = sender(peer.grpc_url, "grpc", peer.model, inputs, {"y": expected})()
+        send = sender(peer.grpc_url, WireProtocol.GRPC, peer.model, inputs, {"y": expected})()
         np.testing.assert_allclose(send()["y"], expected, atol=1e-5)
         send.close()
     assert peer.process.poll() is not None

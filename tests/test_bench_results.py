@@ -19,6 +19,8 @@ from modelship.bench.report import (
     write_json,
 )
 from modelship.bench.tuning import read_config, set_intra_op_threads
+from modelship.bench.workspace import GRPC, BenchPlan, load_protocols
+from modelship.serve.load.requests import PROTOCOLS, parse_protocol
 
 # What perf_analyzer 2.51 writes with -f (latencies in microseconds; no average column).
 PA_CSV = """Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,\
@@ -126,3 +128,10 @@ def test_the_serving_suite_sets_one_published_configs_threads(tmp_path) -> None:
     assert config.parameters["intra_op_thread_count"].string_value == "1"
     assert config.dynamic_batching.max_queue_delay_microseconds == 100 and config.instance_group[0].count == 1
     assert read_config(model) == config
+
+
+def test_the_plan_holds_parsed_protocols_that_print_as_the_load_generators_names() -> None:
+    for name, protocol in zip(PROTOCOLS, load_protocols(*PROTOCOLS), strict=True):
+        assert (protocol.wire, protocol.variant) == parse_protocol(name) and f"{protocol}" == name
+    assert [str(p) for p in BenchPlan.full().transport_protocols] == ["grpc", "http", "grpc-shm", "http-shm"]
+    assert BenchPlan.quick_plan().protocols == (GRPC,) == load_protocols("grpc")

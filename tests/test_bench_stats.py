@@ -6,7 +6,9 @@ import time
 import pytest
 
 from modelship.serve.load.loadgen import run_load
+from modelship.serve.load.requests import PROTOCOLS, Variant, parse_protocol, sender
 from modelship.serve.load.stats import LoadStats, ratio, summarize
+from modelship.serve.protocols import WireProtocol
 
 
 def test_summarize_percentiles_and_throughput() -> None:
@@ -32,6 +34,16 @@ def test_ratio_handles_missing_sides() -> None:
     assert ratio(3.0, 2.0) == 1.5
     assert ratio(None, 2.0) is None
     assert ratio(1.0, 0) is None
+
+
+def test_a_load_protocol_is_a_wire_protocol_and_a_variant() -> None:
+    assert parse_protocol(WireProtocol.GRPC) == (WireProtocol.GRPC, Variant.BINARY)
+    assert parse_protocol("http-json") == (WireProtocol.HTTP, Variant.JSON)
+    assert [parse_protocol(name)[1] for name in PROTOCOLS].count(Variant.SHM) == 2
+    with pytest.raises(ValueError, match="protocol must be one of"):
+        parse_protocol("grpc-json")
+    with pytest.raises(ValueError, match="JSON tensors travel over http only, not grpc"):
+        sender("127.0.0.1:8001", WireProtocol.GRPC, "model", {}, {}, Variant.JSON)
 
 
 def test_run_load_is_bounded_by_count_and_uses_one_request_per_thread() -> None:

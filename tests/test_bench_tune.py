@@ -6,14 +6,14 @@ from __future__ import annotations
 from test_tune_search import DEFAULT, SPACE, surface
 
 from modelship.bench.suites.tune import _rows, _side_by_side
-from modelship.serve.tune.concurrency import evaluate
-from modelship.serve.tune.measurement import Budget, Point
-from modelship.serve.tune.search import brute_force, hill_climb
+from modelship.serve.tune.constraints import Constraints
+from modelship.serve.tune.measurement import Point
+from modelship.serve.tune.search import BruteForce, HillClimb, drive
 from modelship.serve.tune.space import Candidate
 
 
 def test_the_ratio_is_the_two_bests_measured_again_not_brute_forces_luckiest_point() -> None:
-    budget = Budget(40.0)
+    budget = Constraints(40.0)
     calls: list[tuple[Candidate, int]] = []
 
     def lucky_once(candidate: Candidate, concurrency: int) -> Point:
@@ -23,8 +23,8 @@ def test_the_ratio_is_the_two_bests_measured_again_not_brute_forces_luckiest_poi
         lucky = 1.2 if calls.count((candidate, concurrency)) == 1 else 1.0
         return Point(candidate, concurrency, point.throughput * lucky, point.p50_ms, point.p99_ms)
 
-    brute = brute_force(SPACE, lucky_once, budget)
-    search = hill_climb(SPACE, DEFAULT, lambda c, s: evaluate(c, surface, budget, 32, s), budget)
+    brute = drive(BruteForce(SPACE, budget), lucky_once)
+    search = drive(HillClimb(SPACE, DEFAULT, budget), surface)
     assert search.best.throughput < 0.9 * brute.best.throughput  # as found: the lucky point wins
     again = _side_by_side(lucky_once, brute, search, budget, lambda line: None)
     assert 0.95 <= again.ratio <= 1.05 and len(again.rounds) == 3

@@ -68,7 +68,7 @@ def test_head_stripped_fingerprint_says_how(tmp_path, resnet_sd):
         load_model(LoadOptions(path, arch="resnet18"))
     assert info.value.details["missing_keys"] == ["fc.weight", "fc.bias"]
     loaded = load_model(LoadOptions(path, arch="resnet18", allow_missing=("fc.*",)))
-    assert loaded.report.allowed_missing == ["fc.weight", "fc.bias"]
+    assert loaded.report.allowed_missing == ("fc.weight", "fc.bias")
 
 
 def test_the_head_size_is_read_off_the_weights(tmp_path, resnet_sd):
@@ -157,7 +157,7 @@ def test_rename_suggested_then_fixed_by_key_map(tmp_path):
     key_map.write_text(json.dumps({"drop": ["embeddings.position_ids"], **details["suggestions"][0]["rule"]}))
     loaded = load_model(LoadOptions(path, arch=TINY, key_map=key_map))
     assert loaded.report.renamed == {"fc_1.weight": "fc1.weight", "fc_1.bias": "fc1.bias"}
-    assert loaded.report.dropped == ["embeddings.position_ids"]
+    assert loaded.report.dropped == ("embeddings.position_ids",)
     assert torch.equal(outputs(loaded.model, example), outputs(model, example))
 
 
@@ -165,7 +165,7 @@ def test_allow_unexpected_is_reported(tmp_path):
     model, _ = realistic(make_tinynet())
     sd = {**model.state_dict(), "aux.weight": torch.ones(2)}
     loaded = load_model(LoadOptions(save_form(tmp_path / "a.pt", sd, "bare"), arch=TINY, allow_unexpected=("aux.*",)))
-    assert loaded.report.allowed_unexpected == ["aux.weight"]
+    assert loaded.report.allowed_unexpected == ("aux.weight",)
 
 
 def test_bad_key_map_file(tmp_path):

@@ -19,6 +19,7 @@ from torchvision.models import detection
 
 from modelship.contract.manifest import Manifest
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.parity import Tolerance, compare_function
 from modelship.preprocess import preprocess_images
 from modelship.testing.realistic import make_realistic_detector
@@ -137,7 +138,7 @@ def test_twin_detectors_are_refused_by_name(tmp_path: Path) -> None:
     assert "--arch fasterrcnn_mobilenet_v3_large_320_fpn" in result.output and not (tmp_path / "out").exists()
 
 
-def _padded(boxes: list[list[float]], scores: list[float], labels: list[int], rows: int = 6) -> dict[str, np.ndarray]:
+def _padded(boxes: list[list[float]], scores: list[float], labels: list[int], rows: int = 6) -> Tensors:
     out = {
         "boxes": np.zeros((1, rows, 4), np.float32),
         "scores": np.zeros((1, rows), np.float32),

@@ -24,6 +24,7 @@ from modelship.checkpoint.loader import LoadOptions, load_model
 from modelship.contract.candidate_pool import CandidatePool
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Manifest
+from modelship.contract.tensors import Tensors
 from modelship.parity import Tolerance, TorchRunner, compare_function, compare_runners, reference_runner
 from modelship.parity.localize import localize_onnx
 from modelship.parity.tolerance import ToleranceConfig
@@ -35,7 +36,7 @@ OTHER = [100.0, 100.0, 150.0, 140.0]
 MASKS = replace(TOLERANCE, min_mask_iou=0.99)
 
 
-def _with_pool(answer: dict[str, np.ndarray], boxes: list[list[float]], scores: list[float]) -> dict[str, np.ndarray]:
+def _with_pool(answer: Tensors, boxes: list[list[float]], scores: list[float]) -> Tensors:
     pool = CandidatePool([np.array(boxes)], [np.array(scores)], [np.ones(len(boxes), np.int64)], 0.5)
     return answer | pool.to_outputs()
 
@@ -86,7 +87,7 @@ def test_a_mask_pasted_a_pixel_over_is_a_tie_only_where_its_corner_rounds_either
     same difference on a box whose corners are nowhere near a whole pixel is a real one."""
     compare = compare_function("detections").compare
 
-    def pasted(box: list[float], left: int) -> dict[str, np.ndarray]:
+    def pasted(box: list[float], left: int) -> Tensors:
         answer = _padded([box, OTHER], [0.9, 0.8], [1, 1], rows=2)
         masks = np.zeros((1, 2, 1, 16, 32), np.float32)
         masks[0, 0, 0, 2:10, left:19] = 0.65  # an untrained head: the whole region is in the mask

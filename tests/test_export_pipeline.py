@@ -14,10 +14,10 @@ from torch import nn
 
 from modelship.contract.errors import ExportError, ParityError
 from modelship.contract.manifest import Manifest, Source
+from modelship.export.formats.torchscript.jit import load_torchscript
 from modelship.export.precision.fp16.options import Fp16Options
 from modelship.export.run import run_export
 from modelship.export.spec import ExportSpec
-from modelship.export.torchscript import load_torchscript
 from modelship.parity import OnnxRuntimeRunner, load_golden
 from modelship.testing.realistic import make_realistic
 

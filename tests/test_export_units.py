@@ -11,8 +11,11 @@ from modelship.contract.iospec import IOSpec, TensorSpec
 from modelship.contract.opsets import DEFAULT_TRITON, resolve_opset, runtime_target
 from modelship.contract.preprocessing import PreprocessSpec
 from modelship.export.build import float_io
-from modelship.export.formats.onnx_format import check_dynamic_axes
+from modelship.export.formats.onnx.exporter import check_dynamic_axes
+from modelship.export.formats.onnx.graph import Versions, cap_versions, provenance_metadata, set_metadata
+from modelship.export.formats.torchscript.jit import script_module
 from modelship.export.io_resolve import (
+    InputSource,
     ResolvedInputs,
     discover_outputs,
     forward_input_names,
@@ -21,11 +24,9 @@ from modelship.export.io_resolve import (
     parse_input_option,
     resolve_inputs,
 )
-from modelship.export.onnx_export import Versions, cap_versions, provenance_metadata, set_metadata
 from modelship.export.precision.fp16.options import Fp16Options
 from modelship.export.precision.int8.options import Int8Options
 from modelship.export.spec import ExportSpec
-from modelship.export.torchscript import script_module
 
 
 def test_parse_input_option_reads_dims_dtype_range_and_sizes():
@@ -70,7 +71,7 @@ def test_image_inputs_from_the_architecture_and_dynamic_height_width():
 
     resolved = resolve_inputs(torchvision.models.resnet18(), arch="resnet18")
     assert resolved.inputs == (TensorSpec("x", ("batch", 3, 224, 224)),)
-    assert resolved.source == "architecture" and resolved.dynamic_axes == ("batch",)
+    assert resolved.source is InputSource.ARCHITECTURE and resolved.dynamic_axes == ("batch",)
     dynamic = resolve_inputs(torchvision.models.resnet18(), arch="resnet18", dynamic=("height", "width"))
     assert dynamic.inputs[0].shape == ("batch", 3, "height", "width")
     assert dynamic.sizes == {"height": 224, "width": 224}
@@ -90,10 +91,19 @@ def test_image_size_follows_torchvision_weights_vit_attribute_and_timm_cfg():
     assert image_size(nn.Conv2d(3, 3, 1), "resnet50", PreprocessSpec(crop=160)) == (160, 160)
 
 
+def test_a_reference_is_chosen_by_its_name():
+    from modelship.export.check_reference import Against, ReferenceChoice
+
+    assert ReferenceChoice().against is Against.CHECKPOINT
+    assert ReferenceChoice(against="golden").against is Against.GOLDEN
+    with pytest.raises(UsageError, match=r"unknown reference 'eager' \(use one of checkpoint, golden\)"):
+        ReferenceChoice(against="eager")
+
+
 def test_metadata_io_is_used_when_no_flag():
     io = IOSpec((TensorSpec("pixels", ("batch", 1, 8, 8)),))
     resolved = resolve_inputs(nn.Conv2d(1, 2, 3), io=io)
-    assert resolved.inputs == io.inputs and resolved.source == "metadata"
+    assert resolved.inputs == io.inputs and resolved.source is InputSource.METADATA
 
 
 class DownsampleAndDict(nn.Module):

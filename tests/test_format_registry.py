@@ -1,7 +1,7 @@
-"""Adding a format is one module plus registry entries: a toy "legacy_onnx" format (the TorchScript-based ONNX
-exporter, written to model.legacy.onnx) is registered entirely from inside this test, with its file name, its
-exporter and its runner, and then goes the way users go: export-model writes and verifies it, records it in the
-manifest with its figures, and `modelship parity` judges it again from the folder."""
+"""Adding a format is one package of registry entries (export.formats): a toy "legacy_onnx" format (the
+TorchScript-based ONNX exporter, written to model.legacy.onnx) is registered entirely from inside this test, with its
+flag, its file name, its exporter and its runner, and then goes the way users go: export-model writes and verifies
+it, records it in the manifest with its figures, and `modelship parity` judges it again from the folder."""
 
 from __future__ import annotations
 
@@ -14,11 +14,24 @@ import pytest
 import torch
 
 from modelship.contract.artifact_details import ArtifactDetails
-from modelship.contract.artifacts import ARTIFACT_FORMATS, EXPORT_FILES, register_artifact_format
+from modelship.contract.artifacts import (
+    ARTIFACT_FORMATS,
+    EXPORT_FILES,
+    EXPORT_FORMATS,
+    ExportFormat,
+    register_artifact_format,
+    register_export_format,
+)
 from modelship.contract.manifest import Artifact, Manifest, Source
-from modelship.export.artifact_runners import ARTIFACT_RUNNERS, register_artifact_runner
 from modelship.export.build import Build, BuiltArtifact, Started, Written
-from modelship.export.formats import FORMATS, FormatExporter, export_formats, register_format
+from modelship.export.formats.exporters import export_formats
+from modelship.export.formats.registry import (
+    ARTIFACT_RUNNERS,
+    FORMATS,
+    FormatExporter,
+    register_artifact_runner,
+    register_format,
+)
 from modelship.export.run import run_export
 from modelship.export.spec import ExportSpec
 from modelship.parity import OnnxRuntimeRunner
@@ -49,12 +62,14 @@ def load(path: Path, artifact: Artifact, isolated: bool) -> OnnxRuntimeRunner:
 
 @pytest.fixture(scope="module")
 def legacy_onnx() -> Iterator[str]:
-    """The toy format's three registry entries, added here and removed afterwards."""
+    """The toy format's registry entries, added here and removed afterwards."""
+    register_export_format(ExportFormat(NAME, "legacy ONNX", "Export ONNX with the TorchScript-based exporter."))
     register_artifact_format(NAME, {NAME: "model.legacy.onnx"})
     register_format(FormatExporter(NAME, start, order=5))
     register_artifact_runner(NAME, load)
     yield NAME
     FORMATS.pop(NAME)
+    EXPORT_FORMATS.pop(NAME)
     ARTIFACT_FORMATS.pop(NAME)
     EXPORT_FILES.pop(NAME)
     ARTIFACT_RUNNERS.pop(NAME)
@@ -87,5 +102,5 @@ def test_parity_judges_a_registered_format_from_the_folder(export: Path) -> None
 
 
 def test_an_unknown_format_is_refused_naming_the_registered_ones() -> None:
-    with pytest.raises(Exception, match=r"unknown export format\(s\): toy \(use torchscript, pt2, onnx"):
+    with pytest.raises(Exception, match=r"unknown export format\(s\): toy \(use torchscript, onnx, pt2"):
         ExportSpec(out_dir=Path("unused"), formats=("toy",))

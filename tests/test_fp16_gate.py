@@ -14,9 +14,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from modelship.export.formats.torchscript.jit import load_torchscript
 from modelship.export.precision.fp16.convert import convert_onnx_fp16
 from modelship.export.precision.fp16.ranges import emulate_fp16, intermediate_ranges, out_of_range_nodes
-from modelship.export.torchscript import load_torchscript
 from modelship.parity.onnx_graph import name_nodes, node_module, nodes_outside
 from tests.cli_contract import invoke
 from tests.fp16_nets import Overflowing

@@ -20,7 +20,7 @@ from torchvision.transforms.v2 import functional as F
 from modelship.checkpoint.families import ModelFamily, family_of, register_family, unregister_family
 from modelship.contract.errors import PreprocessError
 from modelship.contract.manifest import Manifest
-from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.preprocessing import Interpolation, PreprocessSpec
 from modelship.preprocess import preprocess_images, to_torchvision, transform
 from modelship.preprocess.hf_processor import from_image_processor
 from modelship.preprocess.resample import resize_uint8
@@ -47,10 +47,10 @@ def photos() -> list[Image.Image]:
     return [Image.open(path).convert("RGB") for path in PHOTOS]
 
 
-@pytest.mark.parametrize("interpolation", ["bilinear", "bicubic"])
-def test_the_uint8_resize_is_pytorchs_bit_for_bit(photos: list[Image.Image], interpolation: str) -> None:
+@pytest.mark.parametrize("interpolation", [Interpolation.BILINEAR, Interpolation.BICUBIC])
+def test_the_uint8_resize_is_pytorchs_bit_for_bit(photos: list[Image.Image], interpolation: Interpolation) -> None:
     rng = np.random.default_rng(0)
-    mode = getattr(F.InterpolationMode, interpolation.upper())
+    mode = getattr(F.InterpolationMode, interpolation.name)
     for photo in photos[:4]:
         pixels = np.asarray(photo)
         tensor = torch.from_numpy(pixels.copy()).permute(2, 0, 1)

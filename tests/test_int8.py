@@ -118,20 +118,22 @@ def test_minilm_dynamic_int8_is_quantized_from_its_fused_smoothed_graph(minilm: 
 
 
 def test_a_slower_int8_variant_is_not_written_without_keep_slower(
-    digits: tuple[Path, Path], exports: dict[str, tuple[Path, dict]], tmp_path: Path
+    digits: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without --keep-slower the same export writes INT8 only if it measured faster at both batch sizes; if not,
-    the export still succeeds, says by how much it lost, and leaves no model.int8.onnx."""
+    """Without --keep-slower an INT8 variant measured slower than fp32 is not written: the export still succeeds,
+    says by how much it lost, and leaves no model.int8.onnx. The timer is injected (every INT8 graph takes 1.25x
+    fp32's time), so the verdict does not depend on how busy the machine is; the real timing is the bench's."""
+    from modelship.export.precision.int8 import speed, strategy
+
+    for module in (speed, strategy):
+        monkeypatch.setattr(module, "seconds_per_run", lambda path, inputs: 1.25 if "int8" in path.name else 1.0)
     checkpoint, samples = digits
     result = invoke("export", checkpoint, *ARCH, "--onnx", "--int8", "--calibrate", samples, "--out", tmp_path)
     assert result.exit_code == 0, result.output[-2000:]
     manifest = Manifest.read(tmp_path / "digits")
-    if manifest.declined:
-        (declined,) = manifest.declined
-        assert "slower than fp32" in declined.reason and "--keep-slower" in declined.reason
-        assert declined.reason in result.output and not (tmp_path / "digits" / "model.int8.onnx").exists()
-    else:
-        assert all(ratio >= 1.0 for ratio in manifest.artifact("onnx_int8").details.speedups.values())
+    (declined,) = manifest.declined
+    assert "slower than fp32" in declined.reason and "--keep-slower" in declined.reason and "0.80x" in declined.reason
+    assert declined.reason in result.output and not (tmp_path / "digits" / "model.int8.onnx").exists()
 
 
 def test_holdout_judges_int8_on_a_folder_of_its_own_and_every_calibrate_input_calibrates(

@@ -13,6 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from modelship.contract.tensors import Tensors
 from modelship.export.precision.int8.opset import fused_ops, optimised
 from modelship.export.precision.int8.quantize import quantize
 from modelship.export.precision.int8.ranges import Ranges, chunks
@@ -57,7 +58,7 @@ def _conv_graph(path: Path) -> Path:
     return path
 
 
-def _sets(count: int, rows: int = 8) -> list[dict[str, np.ndarray]]:
+def _sets(count: int, rows: int = 8) -> list[Tensors]:
     rng = np.random.default_rng(1)
     return [{"image": rng.uniform(0, 1, (rows, 3, SIDE, SIDE)).astype(np.float32)} for _ in range(count)]
 

@@ -15,6 +15,7 @@ from torchvision.models.detection.roi_heads import heatmaps_to_keypoints
 
 from modelship.checkpoint.families.torchvision_keypoints import heatmap_peaks
 from modelship.contract.keypoint_peaks import PEAKS, KeypointPeaks
+from modelship.contract.tensors import Tensors
 from modelship.parity import Tolerance, compare_function
 from tests.test_detection import _padded
 
@@ -23,7 +24,7 @@ BOX = [10.0, 10.0, 60.0, 60.0]
 TOP, RUNNER_UP = (20.0, 30.0), (45.0, 40.0)
 
 
-def _answer(points: list[tuple[float, float]], scores: list[float]) -> dict[str, np.ndarray]:
+def _answer(points: list[tuple[float, float]], scores: list[float]) -> Tensors:
     answer = _padded([BOX], [0.9], [1])
     answer["keypoints"] = np.zeros((1, 6, len(points), 3), np.float32)
     answer["keypoints"][0, 0, :, :2] = points
@@ -32,7 +33,7 @@ def _answer(points: list[tuple[float, float]], scores: list[float]) -> dict[str,
     return answer
 
 
-def _reference(runner_up: float, grid_tie: bool = False) -> dict[str, np.ndarray]:
+def _reference(runner_up: float, grid_tie: bool = False) -> Tensors:
     """Keypoint 0 at TOP (heatmap 3.0) with a runner-up at RUNNER_UP scoring `runner_up`; keypoint 1 in place."""
     peaks = np.zeros((1, 2, PEAKS, 3))
     peaks[0, 0, 0], peaks[0, 0, 1] = (*TOP, 3.0), (*RUNNER_UP, runner_up)
@@ -41,7 +42,7 @@ def _reference(runner_up: float, grid_tie: bool = False) -> dict[str, np.ndarray
     return _answer([TOP, (30.0, 30.0)], [3.0, 2.0]) | recorded
 
 
-def _judge(reference: dict[str, np.ndarray], moved_to: tuple[float, float], score: float = 3.0):
+def _judge(reference: Tensors, moved_to: tuple[float, float], score: float = 3.0):
     candidate = _answer([moved_to, (30.0, 30.0)], [score, 2.00001])
     return compare_function("detections").compare("boxes", reference, candidate, TOLERANCE)
 

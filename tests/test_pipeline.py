@@ -19,7 +19,7 @@ from serve_exports import LABELS, PREPROCESS, write_export
 from tritonclient.utils import InferenceServerException
 
 from modelship.preprocess import decode_image, preprocess_images
-from modelship.serve.ensemble import IMAGE, PIXELS, curl_example
+from modelship.serve.image_pipeline import IMAGE, PIXELS, curl_example
 from modelship.serve.publish import publish_export
 from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import ServingOptions, parse_config

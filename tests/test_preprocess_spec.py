@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,8 @@ import pytest
 import skimage
 from PIL import Image
 
-from modelship.contract.errors import PreprocessError
+from modelship.contract.errors import PreprocessError, UsageError
+from modelship.contract.preprocessing import ChannelOrder, CropOffset, Interpolation, Layout, Resampler, ResizeMode
 from modelship.preprocess import PreprocessSpec, image_files, load_image, preprocess_images, transform
 
 DATA = Path(skimage.__file__).parent / "data"
@@ -35,11 +37,15 @@ def test_spec_round_trips_through_json(tmp_path) -> None:
     ("fields", "message"),
     [
         ({"interpolation": "lanczos3"}, "interpolation 'lanczos3' is not supported"),
+        ({"resize_mode": "longer"}, "resize_mode 'longer' is not supported"),
+        ({"resampler": "cv2"}, "resampler 'cv2' is not supported"),
+        ({"crop_offset": "ceil"}, "crop_offset 'ceil' is not supported"),
         ({"mean": (0.5, 0.5)}, "mean must hold 3 numbers"),
         ({"std": (0.5, 0.0, 0.5)}, "std must be > 0"),
         ({"crop": (224, 0)}, "crop must be an int or"),
         ({"resize": (256, 256)}, "resize must be one int"),
         ({"layout": "CHW"}, "layout 'CHW'"),
+        ({"channel_order": "RBG"}, "channel_order 'RBG' is not supported"),
         ({"antialias": False}, "antialias=False is not supported"),
         ({"scale": 0}, "scale must be > 0"),
     ],
@@ -47,6 +53,34 @@ def test_spec_round_trips_through_json(tmp_path) -> None:
 def test_spec_validation_names_the_field(fields, message) -> None:
     with pytest.raises(PreprocessError, match=message.replace("(", r"\(")):
         PreprocessSpec(**fields)
+
+
+def test_modes_are_read_from_their_values_and_written_as_them() -> None:
+    text = "resize=256x200,crop=192,resize_mode=exact,resampler=torch,crop_offset=floor,interpolation=bicubic,"
+    parsed = PreprocessSpec.parse(text + "channel_order=BGR,layout=NHWC")
+    data = parsed.to_dict()
+    modes = ("resize_mode", "resampler", "crop_offset", "interpolation", "channel_order", "layout")
+    for spec in (parsed, PreprocessSpec.from_option(json.dumps(data))):
+        assert spec.resize_mode is ResizeMode.EXACT and spec.resampler is Resampler.TORCH
+        assert spec.crop_offset is CropOffset.FLOOR and spec.interpolation is Interpolation.BICUBIC
+        assert spec.channel_order is ChannelOrder.BGR and spec.layout is Layout.NHWC
+    assert [type(data[k]) for k in modes] == [str] * len(modes)
+    assert [data[k] for k in modes] == ["exact", "torch", "floor", "bicubic", "BGR", "NHWC"]
+    assert PreprocessSpec(resize_mode=ResizeMode.EXACT, resize=8, crop=None) == PreprocessSpec(
+        resize_mode="exact", resize=8, crop=None
+    )
+    assert PreprocessSpec(layout=Layout.NHWC, interpolation="nearest", antialias=False).to_dict() == {
+        **PreprocessSpec().to_dict(),
+        "layout": "NHWC",
+        "interpolation": "nearest",
+        "antialias": False,
+    }
+    with pytest.raises(UsageError, match=r"resampler 'cv2' is not supported \(use one of pillow, torch\)"):
+        PreprocessSpec.from_option("resampler=cv2")
+    with pytest.raises(UsageError, match=r"layout 'CHW' is not supported \(use one of NCHW, NHWC\)"):
+        PreprocessSpec.from_option('{"layout": "CHW"}')
+    with pytest.raises(UsageError, match=r"interpolation 'area' is not supported \(use one of bilinear, bicubic"):
+        PreprocessSpec.from_option("interpolation=area")
 
 
 def test_unknown_fields_and_bad_files(tmp_path) -> None:
@@ -143,5 +177,25 @@ def test_preprocess_takes_inline_json_as_well_as_pairs_and_files(tmp_path) -> No
     path = tmp_path / "spec.json"
     inline.write(path)
     assert PreprocessSpec.from_option(str(path)) == inline
-    with pytest.raises(PreprocessError, match="not valid JSON"):
+    with pytest.raises(UsageError, match="not valid JSON"):
         PreprocessSpec.from_option('{"resize": 256')
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        ("resize=16,crop=64", "crop 64 is larger than the resize 16 (the shorter side)"),
+        ("resize=32", "crop 224 is larger than the resize 32"),
+        ("resize=40x30,resize_mode=exact,crop=32", "e.g. crop=32x30"),
+        ("mean=nan/0.5/0.5", "mean must hold finite numbers"),
+        ('{"std": [0.5, 0.5, Infinity]}', "std must hold finite numbers"),
+        ("std=0/1/1", "std must be > 0"),
+        ("resize=99999", "larger than 16,384 pixels a side"),
+    ],
+)
+def test_a_spec_that_cannot_be_right_is_refused_naming_the_flag(option: str, said: str) -> None:
+    """Refused while the flag is read, before any work: a crop larger than the resize (padded with black), a
+    mean or std that is not a finite number, a std of 0, a side past any image's."""
+    with pytest.raises(UsageError, match=re.escape(said)) as refused:
+        PreprocessSpec.from_option(option)
+    assert str(refused.value).startswith("--preprocess ") and refused.value.exit_code == 2

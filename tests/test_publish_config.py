@@ -12,7 +12,14 @@ from tritonclient.grpc import model_config_pb2 as mc
 from modelship.contract.errors import PublishError
 from modelship.contract.iospec import IOSpec, ServedNames, TensorSpec
 from modelship.contract.manifest import Artifact
-from modelship.serve.triton_config import ServingOptions, build_config, parse_config, to_text, triton_names
+from modelship.serve.triton_config import (
+    InstanceKind,
+    ServingOptions,
+    build_config,
+    parse_config,
+    to_text,
+    triton_names,
+)
 
 
 def artifact(name: str = "onnx", fmt: str = "onnx", precision: str = "fp32", io: IOSpec | None = None) -> Artifact:
@@ -92,7 +99,7 @@ def test_torchscript_names_map_back_to_the_manifest() -> None:
 
 
 def test_gpu_tensorrt_instances_and_version_policy() -> None:
-    options = ServingOptions(kind="gpu", instances=2, trt_fp16=True, keep_versions=0, max_queue_delay_us=500)
+    options = ServingOptions(kind=InstanceKind.GPU, instances=2, trt_fp16=True, keep_versions=0, max_queue_delay_us=500)
     config = roundtrip(build_config("m", artifact(), options))
     assert [(g.kind, g.count) for g in config.instance_group] == [(mc.ModelInstanceGroup.KIND_GPU, 2)]
     (trt,) = config.optimization.execution_accelerators.gpu_execution_accelerator
@@ -107,7 +114,7 @@ def test_gpu_tensorrt_instances_and_version_policy() -> None:
     ("kwargs", "message"),
     [
         ({"trt_fp16": True}, "needs GPU instances"),
-        ({"kind": "tpu"}, "unknown instance kind"),
+        ({"kind": "tpu"}, "not an InstanceKind"),
         ({"instances": 0}, "at least 1"),
         ({"keep_versions": -1}, "keep-versions"),
     ],

@@ -12,7 +12,8 @@ import pytest
 from modelship.checkpoint.families.registry import FAMILIES, register_family
 from modelship.contract.artifacts import EXPORT_FORMATS, register_export_format
 from modelship.contract.precisions import PRECISIONS, register_precision
-from modelship.export.formats import FORMATS, export_formats, register_format
+from modelship.export.formats.exporters import export_formats
+from modelship.export.formats.registry import FORMATS, register_format
 from modelship.export.precision.registry import VARIANTS, register_variant
 from modelship.parity.compare import COMPARE_FUNCTIONS, register_compare
 from modelship.tasks.registry import TASKS, register_task

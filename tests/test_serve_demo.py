@@ -13,7 +13,7 @@ import pytest
 from modelship.contract.errors import DemoError
 from modelship.demo.summary import SUMMARY_NAME, curl_answer
 from modelship.demo.train import LABELS
-from modelship.serve.ensemble import curl_example
+from modelship.serve.image_pipeline import curl_example
 from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import parse_config
 

@@ -25,6 +25,7 @@ from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.requests import sender
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.publish import publish_export
 from modelship.serve.served_runner import TritonRunner
 from modelship.serve.server import TritonServer
@@ -39,7 +40,7 @@ MODELS = {
     "tiny_torchscript": (TinyNet, np.float32, 1e-5),
     "heads_torchscript": (TwoHeads, np.float32, 1e-5),
 }
-PROTOCOLS = ("http", "grpc")
+PROTOCOLS = tuple(WireProtocol)
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +56,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, report_figure):
         yield triton
 
 
-def url(server: TritonServer, protocol: str) -> str:
-    return server.http_url if protocol == "http" else server.grpc_url
+def url(server: TritonServer, protocol: WireProtocol) -> str:
+    return server.http_url if protocol is WireProtocol.HTTP else server.grpc_url
 
 
 @pytest.fixture(params=PROTOCOLS)
@@ -84,7 +85,7 @@ def test_served_outputs_match_eager_pytorch(client: TritonClient, model: str) ->
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_runner_speaks_manifest_names(server: TritonServer, protocol: str) -> None:
+def test_runner_speaks_manifest_names(server: TritonServer, protocol: WireProtocol) -> None:
     x = batch(2)
     heads = TritonRunner(url(server, protocol), "heads_torchscript", protocol=protocol)
     result = heads.run({"image": x})
@@ -117,7 +118,9 @@ def test_model_config_carries_preprocess_labels_and_io_names(client: TritonClien
 
 
 def _inference_count(client: TritonClient, model: str) -> int:
-    stats = client._client.get_inference_statistics(model, **({"as_json": True} if client.protocol == "grpc" else {}))
+    stats = client._client.get_inference_statistics(
+        model, **({"as_json": True} if client.protocol is WireProtocol.GRPC else {})
+    )
     return int(stats["model_stats"][0].get("inference_count", 0))
 
 
@@ -147,7 +150,7 @@ def test_unknown_model_is_named(client: TritonClient) -> None:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, protocol: str) -> None:
+def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, protocol: WireProtocol) -> None:
     rng = np.random.default_rng(0)
     paths = []
     for i in range(3):
@@ -165,7 +168,7 @@ def test_infer_command_classifies_images(server: TritonServer, tmp_path: Path, p
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_load_windows_leave_no_descriptor_behind(server: TritonServer, protocol: str) -> None:
+def test_load_windows_leave_no_descriptor_behind(server: TritonServer, protocol: WireProtocol) -> None:
     """Each window's threads end with their clients: a tune's hundreds of windows must not run out of descriptors
     (tritonclient.http left a gevent hub of 2 descriptors behind per thread)."""
     with TritonClient(url(server, protocol)) as client:

@@ -18,7 +18,7 @@ from serve_exports import write_export
 
 from modelship.contract.manifest import Manifest
 from modelship.contract.opsets import runtime_target
-from modelship.export.torchscript import load_torchscript
+from modelship.export.formats.torchscript.jit import load_torchscript
 from modelship.parity import input_sets, make_session
 from modelship.serve.publish import publish_export
 from modelship.testing.realistic import make_realistic

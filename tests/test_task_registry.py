@@ -19,6 +19,7 @@ from torch import nn
 
 from modelship.contract.manifest import Manifest
 from modelship.contract.parity_report import RESULT_TYPES, ParityReport, register_result
+from modelship.contract.tensors import Tensors
 from modelship.parity import (
     COMPARE_FUNCTIONS,
     CompareFunction,
@@ -112,7 +113,7 @@ class Scaled(BaseRunner):
     def __init__(self, reference: BaseRunner, factor: float) -> None:
         self.reference, self.factor, self.name = reference, factor, f"scaled {factor}"
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Tensors) -> Tensors:
         return {k: v * self.factor for k, v in self.reference.run(inputs).items()}
 
 
@@ -122,7 +123,7 @@ class Model(BaseRunner):
     def __init__(self, model: nn.Module) -> None:
         self.model = model
 
-    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def run(self, inputs: Tensors) -> Tensors:
         with torch.inference_mode():
             return {"output": self.model(torch.from_numpy(inputs["x"])).numpy()}
 

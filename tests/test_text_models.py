@@ -191,6 +191,8 @@ def test_every_pipeline_answers_texts_over_http_and_grpc(exports: dict[str, Path
                        names=["a text-classification model", "takes texts", "--text TEXT", "--texts FILE"])  # fmt: skip
         with server.client() as client, pytest.raises(ClientError, match="not UTF-8"):
             client.infer("sentiment_pipeline", {"TEXT": np.array([[b"\xff\xfe broken"]], dtype=object)})
+        with server.client() as client, pytest.raises(ClientError, match="over the 1 MiB a text may be"):
+            client.infer("sentiment_pipeline", {"TEXT": np.array([[b"word " * (1 << 18)]], dtype=object)})
         assert server.client().ready()
     for result in (*shown.values(), printed):
         assert result.exit_code == 0, result.output

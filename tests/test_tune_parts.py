@@ -19,7 +19,8 @@ from modelship.serve.load.stats import LoadStats
 from modelship.serve.tune.apply import apply_winner, changes
 from modelship.serve.tune.configs import THREADS, override, published, repoint
 from modelship.serve.tune.confirm import confirm
-from modelship.serve.tune.measurement import Budget, Point, point_of, until_agreeing
+from modelship.serve.tune.constraints import Constraints
+from modelship.serve.tune.measurement import Point, point_of, until_agreeing
 from modelship.serve.tune.restore import Restorer, journal_path, recover
 from modelship.serve.tune.space import Candidate
 
@@ -85,7 +86,7 @@ def test_the_winner_holds_only_within_budget_in_every_round_and_faster(
             return point(DEFAULT, 100.0, 30.0)
         return point(WINNER, winner_throughput, winner_p99)
 
-    found = confirm(measure, point(DEFAULT, 100.0, 30.0), point(WINNER, 300.0, 40.0), Budget(50.0))
+    found = confirm(measure, point(DEFAULT, 100.0, 30.0), point(WINNER, 300.0, 40.0), Constraints(50.0))
     assert found.holds is holds and len(found.rounds) == 3
     assert asked == [DEFAULT, WINNER] * 3  # interleaved
 
@@ -281,7 +282,57 @@ def test_a_grid_of_the_callers_loses_the_batches_a_loaded_pipeline_forbids(
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     grid = Space(("m_onnx", "m_onnx_fp16"), 2, (1, 8, 16, 32))
-    request = TuneRequest("m_pipeline", Budget(100.0), 2)
+    request = TuneRequest("m_pipeline", Constraints(100.0), 2)
     session = open_session(IndexClient(), request, lambda line: None, grid)  # type: ignore[arg-type]
     assert session.space.batch_sizes == (16, 32) and session.pipeline == "m_pipeline"
     assert session.start == Candidate("m_onnx", 1, 2, 16, 100) and session.measurer.step == "m_onnx"
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [(None, True), ("http://127.0.0.1:8000", True), ("grpc://[::1]:8001", True), ("localhost:8000", True),
+     ("http://10.0.0.5:8000", False), ("grpc://triton.example:8001", False)],
+)  # fmt: skip
+def test_the_servers_cores_are_read_here_only_when_it_is_local(url: str | None, local: bool) -> None:
+    from modelship.contract.errors import UsageError
+    from modelship.serve.tune.local import Server
+
+    server = Server("model_repo", url)
+    assert server.cores(3) == 3
+    if local:
+        assert server.cores() == os.cpu_count()
+    else:
+        with pytest.raises(UsageError, match="--server-cores"):
+            server.cores()
+
+
+def test_a_url_the_client_cannot_read_is_refused_before_any_work() -> None:
+    from modelship.serve.tune.local import Server
+
+    with pytest.raises(ClientError, match="unsupported URL scheme 'ftp'"):
+        Server("model_repo", "ftp://127.0.0.1:8000").cores()
+
+
+def test_apply_checks_the_folder_then_writes_the_winner_and_loads_it(tmp_path: Path) -> None:
+    from modelship.contract.errors import UsageError
+    from modelship.serve.triton_config import to_text
+    from modelship.serve.tune.apply import apply_and_load, check_target
+
+    with pytest.raises(UsageError, match="--apply writes into --repo"):
+        check_target(str(tmp_path), "m_onnx")
+    check_target("s3://bucket/prefix", "m_onnx")  # object storage is checked when written
+    target = tmp_path / "m_onnx" / "config.pbtxt"
+    target.parent.mkdir()
+    target.write_text(to_text(as_message({**CONFIG, "input": [{"name": "image", "data_type": "TYPE_FP32"}]})))
+    check_target(str(tmp_path), "m_onnx")
+
+    class Loads:
+        def __init__(self) -> None:
+            self.loaded: list[str] = []
+
+        def load(self, name: str) -> None:
+            self.loaded.append(name)
+
+    client, said = Loads(), list[str]()
+    written = apply_and_load(client, str(tmp_path), Candidate("m_onnx", 2, 1, 16, 0), None, said.append)  # type: ignore[arg-type]
+    assert written == [str(target)] and client.loaded == ["m_onnx"] and "m_onnx loaded from there" in said[0]

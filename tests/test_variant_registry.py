@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from modelship.contract.precisions import PRECISIONS, Precision, get_precision, register_precision
 from modelship.contract.tolerance import Tolerance
 from modelship.export.build import Build, BuiltArtifact, Finish, Written
-from modelship.export.onnx_export import write_model
+from modelship.export.formats.onnx.graph import write_model
 from modelship.export.precision.registry import Variant, register_variant, unregister_variant
 from modelship.parity import OnnxRuntimeRunner
 from tests.checkpoint_factory import make_tinynet, realistic

@@ -31,8 +31,9 @@ def test_every_template_is_staged_with_what_it_imports_and_checks_clean(tmp_path
 
 def test_the_tokenizer_contract_brings_the_json_module_it_imports() -> None:
     """The defect that kept every text pipeline from loading outside the repository: contract.tokenizer imports
-    contract.jsonfile, which the hand-written list left out."""
-    assert "modelship.contract.jsonfile" in needs(template("tokenize")).modules
+    a JSON module of the contract (then contract.jsonfile, now contract.json_object), which the hand-written list
+    left out."""
+    assert "modelship.contract.json_object" in needs(template("tokenize")).modules
 
 
 def test_a_package_passed_through_runs_nothing_of_its_own(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from modelship.bench.report import Row
 from modelship.bench.workspace import Export, Workspace
 from modelship.contract.artifact_details import OnnxDetails
-from modelship.export.torchscript import jit_deprecation_silenced
+from modelship.export.formats.torchscript.jit import jit_deprecation_silenced
 from modelship.serve.load.stats import ratio
 
 SUITE = "export"

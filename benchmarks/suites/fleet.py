@@ -17,6 +17,7 @@ from modelship.bench.workspace import Workspace, sample_inputs
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.requests import sender
 from modelship.serve.load.stats import ratio
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.rollout import Target, rollout
 from modelship.serve.server import TritonServer
 
@@ -52,7 +53,8 @@ def run(ws: Workspace) -> list[Row]:
 
 def _publish(folder: Path, repo: str, key: str, version: int) -> None:
     """Publish the export's ONNX artifact as `<key>_onnx` (the export folder may be named `<key>_fp16`)."""
-    from modelship.serve.publish import PublishOptions, publish_to
+    from modelship.serve.publish import PublishOptions
+    from modelship.serve.s3_publish import publish_to
 
     publish_to(repo, folder, PublishOptions(name=key, artifacts=("onnx",), version=version, pipeline=None))
 
@@ -84,10 +86,10 @@ def _round_robin(ws: Workspace, repo: str, model: str, key: str) -> Row:
     with ExitStack() as stack:
         servers = [stack.enter_context(TritonServer(repo, explicit_models=[model])) for _ in range(2)]
         ws.log("fleet: 1 server vs 2 servers round robin, concurrency 4")
-        one = run_load(sender(servers[0].grpc_url, "grpc", model, inputs, outputs), concurrency=4,
+        one = run_load(sender(servers[0].grpc_url, WireProtocol.GRPC, model, inputs, outputs), concurrency=4,
                        duration_s=plan.window_s, max_requests=plan.max_requests, warmup=2)  # fmt: skip
         turns = itertools.cycle(servers)
-        two = run_load(lambda: sender(next(turns).grpc_url, "grpc", model, inputs, outputs)(), concurrency=4,
+        two = run_load(lambda: sender(next(turns).grpc_url, WireProtocol.GRPC, model, inputs, outputs)(), concurrency=4,
                        duration_s=plan.window_s, max_requests=plan.max_requests, warmup=2)  # fmt: skip
     return Row(SUITE, f"{key} onnx b1 c4 grpc: 2 servers round robin / 1", ratio(two.throughput, one.throughput),
                "throughput, 2 servers / 1 server", two.throughput, one.throughput, "inf/s",

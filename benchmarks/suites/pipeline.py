@@ -13,17 +13,18 @@ import numpy as np
 
 from modelship.bench.measure import latency_notes, reference_outputs, served
 from modelship.bench.report import Row
-from modelship.bench.workspace import Workspace, sample_inputs
+from modelship.bench.workspace import GRPC, Workspace, sample_inputs
 from modelship.parity import make_session
 from modelship.preprocess import decode_image, transform
-from modelship.serve.ensemble import IMAGE, PIPELINE_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.ensemble import PIPELINE_SUFFIX
+from modelship.serve.image_pipeline import IMAGE, PREPROCESS_SUFFIX
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.stats import LoadStats, ratio
 from modelship.serve.server import TritonServer
 
 SUITE = "pipeline"
 CONCURRENCIES = (1, 4, 8)
-PROTOCOL = "grpc"
+PROTOCOL = GRPC
 
 
 def photo_jpeg() -> bytes:

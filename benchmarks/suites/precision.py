@@ -17,17 +17,16 @@ import functools
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-
 from modelship.bench.measure import InProcess, served
 from modelship.bench.repeated import interleaved
 from modelship.bench.report import Row
 from modelship.bench.suites.serving import point_row
 from modelship.bench.suites.text import SENTENCE, minilm_folder
-from modelship.bench.workspace import Workspace
-from modelship.contract.jsonfile import JsonObject
+from modelship.bench.workspace import GRPC, Workspace
+from modelship.contract.json_object import JsonObject
 from modelship.contract.manifest import Artifact, Manifest
 from modelship.contract.preprocessing import PreprocessSpec
+from modelship.contract.tensors import Tensors
 from modelship.testing.pretrained import PRETRAINED, PretrainedModel
 
 SUITE = "precision"
@@ -35,7 +34,7 @@ IMAGE_MODELS = ("resnet50", "mobilenet_v3_large")
 BATCHES = (1, 8)
 PHOTOS = 200  # 160 calibrate, 40 judge
 SERVED = "resnet50"
-PROTOCOL = "grpc"
+PROTOCOL = GRPC
 VARIANTS = {"onnx_int8": "INT8", "onnx_fp16": "fp16"}
 FIGURES_ONLY = {"int8": {"min_cosine": None, "min_top1": None, "min_top5": None, "min_mask_iou": None}}
 
@@ -105,9 +104,8 @@ def export_variants(
     preprocess: PreprocessSpec | None = None,
 ) -> Path:
     from modelship.checkpoint import LoadOptions, load_model
-    from modelship.contract.manifest import Source
+    from modelship.export.loaded import export_loaded
     from modelship.export.precision.int8.options import Int8Options
-    from modelship.export.run import run_export
     from modelship.export.spec import ExportSpec
 
     ws.log(f"precision: exporting {name} with fp16 and INT8 variants")
@@ -121,19 +119,10 @@ def export_variants(
         batch_sizes=(1, BATCHES[-1]),
         force=True,
     )
-    source = Source(str(checkpoint), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
-    result = run_export(
-        loaded.model,
-        spec,
-        source=source,
-        metadata=loaded.metadata,
-        preprocess=preprocess or loaded.serving_spec(),
-        tokenizer=loaded.tokenizer,
-    )
-    return result.folder
+    return export_loaded(loaded, spec, preprocess=preprocess).folder
 
 
-def _image_inputs(export: Path, photos: Path) -> dict[int, dict[str, np.ndarray]]:
+def _image_inputs(export: Path, photos: Path) -> dict[int, Tensors]:
     from modelship.preprocess import image_files, preprocess_images
 
     manifest = Manifest.read(export)
@@ -143,7 +132,7 @@ def _image_inputs(export: Path, photos: Path) -> dict[int, dict[str, np.ndarray]
     return {batch: {name: pixels[:batch]} for batch in BATCHES}
 
 
-def _text_inputs(export: Path) -> dict[int, dict[str, np.ndarray]]:
+def _text_inputs(export: Path) -> dict[int, Tensors]:
     from modelship.preprocess.tokenizer import TextTokenizer
 
     manifest = Manifest.read(export)
@@ -152,7 +141,7 @@ def _text_inputs(export: Path) -> dict[int, dict[str, np.ndarray]]:
     return {batch: encode([SENTENCE] * batch) for batch in BATCHES}
 
 
-def _in_process_rows(ws: Workspace, name: str, export: Path, inputs: dict[int, dict[str, np.ndarray]]) -> list[Row]:
+def _in_process_rows(ws: Workspace, name: str, export: Path, inputs: dict[int, Tensors]) -> list[Row]:
     """Each variant against fp32, in-process, at every batch, with the figures the export judged it by."""
     manifest = Manifest.read(export)
     plan = replace(ws.plan, window_s=ws.plan.point_window_s)

@@ -24,7 +24,7 @@ from modelship.bench.perf_analyzer import PerfAnalyzerUnavailable, ensure_perf_a
 from modelship.bench.repeated import PointsInRound, RepeatedPoint, Round, interleaved
 from modelship.bench.report import Row
 from modelship.bench.tuning import set_intra_op_threads
-from modelship.bench.workspace import MODELS, BenchPlan, Workspace, sample_inputs
+from modelship.bench.workspace import GRPC, MODELS, BenchPlan, LoadProtocol, Workspace, sample_inputs
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.stats import LoadStats
 from modelship.serve.server import TritonServer
@@ -35,11 +35,11 @@ class PerfPoint(TypedDict):
 
     batch: int
     concurrency: int
-    protocol: str
+    protocol: LoadProtocol
 
 
 SUITE = "serving"
-PA_POINT: PerfPoint = {"batch": 8, "concurrency": 4, "protocol": "grpc"}
+PA_POINT: PerfPoint = {"batch": 8, "concurrency": 4, "protocol": GRPC}
 STANDALONE_RATIO = "bench's in-process worker / a standalone program"
 BASELINE_TOLERANCE = 0.05
 # perf_analyzer's own stability rule (3 windows within 20%) failed on this machine's noise and killed the row; the
@@ -205,7 +205,7 @@ def _peer_rows(
         )
         case = f"{at.key} onnx b{at.batch} c{concurrency}"
         label = f"{case} {peer.label} ({peer.protocol})"
-        ours = loads.get((at.key, at.batch, concurrency, "grpc"))
+        ours = loads.get((at.key, at.batch, concurrency, GRPC))
         try:
             point = points.measure(label, load, at.baseline, plan.repetition)
             rows.append(point_row(label, point, plan, threads=threads))
@@ -241,7 +241,7 @@ def _cross_check(ws: Workspace, server: TritonServer, model: str, loads: dict[tu
         analyzer.measure,
         model=model,
         url=server.grpc_url,
-        protocol=point["protocol"],
+        protocol=point["protocol"].wire,
         batch=point["batch"],
         concurrency=point["concurrency"],
         window_ms=plan.pa_window_ms,

@@ -16,7 +16,7 @@ from modelship.bench.repeated import interleaved
 from modelship.bench.report import Row
 from modelship.bench.suites.pipeline import statistics, where_time_goes
 from modelship.bench.suites.serving import point_row
-from modelship.bench.workspace import Workspace
+from modelship.bench.workspace import GRPC, Workspace
 from modelship.contract.tokenizer import TokenizerSource
 from modelship.preprocess.tokenizer import TextTokenizer
 from modelship.serve.ensemble import PIPELINE_SUFFIX
@@ -26,7 +26,7 @@ from modelship.serve.text_pipeline import TEXT, TOKENIZE_SUFFIX
 
 SUITE = "text"
 CONCURRENCIES = (1, 4)
-PROTOCOL = "grpc"
+PROTOCOL = GRPC
 NAME = "minilm"
 RATIO_OF = "served pipeline / in-process tokenize + ORT"
 SENTENCE = "A man is playing a guitar on the stage while the audience sings along."
@@ -89,13 +89,10 @@ def run(ws: Workspace) -> list[Row]:
 def _export(ws: Workspace, folder: Path) -> Path:
     """The MiniLM folder exported to ONNX fp32 with the project's loader and pipeline (its tokenizer with it)."""
     from modelship.checkpoint import LoadOptions, load_model
-    from modelship.contract.manifest import Source
-    from modelship.export.run import run_export
+    from modelship.export.loaded import export_loaded
     from modelship.export.spec import ExportSpec
 
     ws.log(f"text: exporting {NAME} (sentence-transformers MiniLM-L6)")
     loaded = load_model(LoadOptions(folder))
     spec = ExportSpec(ws.root / "exports" / NAME, formats=("onnx",), force=True)
-    source = Source(str(folder), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
-    result = run_export(loaded.model, spec, source=source, metadata=loaded.metadata, tokenizer=loaded.tokenizer)
-    return result.folder
+    return export_loaded(loaded, spec).folder

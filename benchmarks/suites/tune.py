@@ -23,13 +23,13 @@ from modelship.bench.report import Row
 from modelship.bench.workspace import Log, Workspace
 from modelship.contract.errors import TuneError
 from modelship.serve.tune.confirm import Confirmation, confirm
-from modelship.serve.tune.measurement import Budget, Point
+from modelship.serve.tune.constraints import Constraints
+from modelship.serve.tune.measurement import Measure
 from modelship.serve.tune.run import Session, TuneRequest, open_session
-from modelship.serve.tune.search import Search, brute_force, hill_climb
-from modelship.serve.tune.space import Candidate, Space
+from modelship.serve.tune.search import BruteForce, HillClimb, Search, drive
+from modelship.serve.tune.space import Space
 
 SUITE = "tune"
-Measure = Callable[[Candidate, int], Point]
 BUDGET_MS = 200.0
 
 
@@ -104,7 +104,7 @@ def _case(ws: Workspace, case: Case, grid: Grid) -> list[Row]:
     pipeline = AUTO_PIPELINE if case.pipeline else None
     names = publish_export(folder, repo, name=case.name, artifacts=list(case.artifacts), pipeline=pipeline).names
     artifacts = tuple(served_name(case.name, a) for a in case.artifacts)
-    budget = Budget(BUDGET_MS)
+    budget = Constraints(BUDGET_MS)
     model = f"{case.name}_pipeline" if case.pipeline else artifacts[0]
     request = TuneRequest(model, budget, os.cpu_count() or 1, max_concurrency=grid.max_concurrency,
                           window_s=grid.window_s)  # fmt: skip
@@ -120,7 +120,7 @@ def _case(ws: Workspace, case: Case, grid: Grid) -> list[Row]:
                 if len(search.evaluations) % 9 == 0:
                     ws.log(f"tune: brute force {len(search.evaluations)}/{configs} configs, {search.measured} points")
 
-            brute, brute_s = _timed(lambda: brute_force(space, session.measurer.measure, budget, done))
+            brute, brute_s = _timed(lambda: drive(BruteForce(space, budget), session.measurer.measure, progress=done))
             ws.log(f"tune: the search on {model}")
             search, search_s = _timed(lambda: _climb(session, space, budget, ws))
             again = _side_by_side(session.measurer.measure, brute, search, budget, ws.log)
@@ -129,7 +129,7 @@ def _case(ws: Workspace, case: Case, grid: Grid) -> list[Row]:
     return _rows(case.name, brute, brute_s, search, search_s, again)
 
 
-def _side_by_side(measure: Measure, brute: Search, search: Search, budget: Budget, log: Log) -> Confirmation:
+def _side_by_side(measure: Measure, brute: Search, search: Search, budget: Constraints, log: Log) -> Confirmation:
     """Both bests measured again, interleaved, each at its concurrency: the best of hundreds of noisy points is
     biased high (the winner's curse), and the two were measured minutes apart."""
     found, best = search.best.best, brute.best.best
@@ -139,9 +139,13 @@ def _side_by_side(measure: Measure, brute: Search, search: Search, budget: Budge
     return confirm(measure, best, found, budget)
 
 
-def _climb(session: Session, space: Space, budget: Budget, ws: Workspace) -> Search:
+def _climb(session: Session, space: Space, budget: Constraints, ws: Workspace) -> Search:
+    def skipped(search: Search) -> None:
+        if search.latest.skipped:
+            ws.log(f"skipped {search.latest.skipped}")
+
     start = space.nearest(session.start)
-    return hill_climb(space, start, lambda c, s: session.evaluate(c, budget, ws.log, s), budget)
+    return drive(HillClimb(space, start, budget), session.measurer.measure, progress=skipped)
 
 
 def _timed(work: Callable[[], Search]) -> tuple[Search, float]:

@@ -4,7 +4,7 @@ artifact's runtime + the mask or the padded boxes, the same code), at batch 1 an
 a request's time goes.
 
 - segmentation: lraspp_mobilenet_v3_large (4 classes), `_preprocess -> ONNX -> _postprocess`; in-process: ONNX
-  Runtime, then `preprocess.postprocess.class_mask`;
+  Runtime, then `modelship.postprocess.class_mask`;
 - detection: ssdlite320_mobilenet_v3_large (7 classes), `_preprocess -> TorchScript` (the detection pipeline serves
   TorchScript: its ONNX graph takes one image); in-process: the TorchScript module.
 
@@ -26,14 +26,15 @@ from modelship.bench.repeated import interleaved
 from modelship.bench.report import Row
 from modelship.bench.suites.pipeline import photo_jpeg, statistics, where_time_goes
 from modelship.bench.suites.serving import point_row
-from modelship.bench.workspace import Workspace
+from modelship.bench.workspace import GRPC, Workspace
 from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.ensemble import IMAGE, PIPELINE_SUFFIX, POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
+from modelship.serve.ensemble import PIPELINE_SUFFIX
+from modelship.serve.image_pipeline import IMAGE, POSTPROCESS_SUFFIX, PREPROCESS_SUFFIX
 from modelship.serve.server import TritonServer
 
 SUITE = "vision"
 CONCURRENCIES = (1, 4)
-PROTOCOL = "grpc"
+PROTOCOL = GRPC
 RATIO_OF = "served pipeline / in-process decode + preprocess + model"
 
 
@@ -104,8 +105,7 @@ def _export(ws: Workspace, choice: VisionModel) -> Path:
     from torchvision.models import detection, segmentation
 
     from modelship.checkpoint import LoadOptions, load_model
-    from modelship.contract.manifest import Source
-    from modelship.export.run import run_export
+    from modelship.export.loaded import export_loaded
     from modelship.export.spec import ExportSpec
     from modelship.preprocess import preprocess_images
     from modelship.testing.realistic import make_realistic, make_realistic_detector
@@ -124,9 +124,7 @@ def _export(ws: Workspace, choice: VisionModel) -> Path:
     torch.save(model.state_dict(), checkpoint)
     loaded = load_model(LoadOptions(checkpoint))
     spec = ExportSpec(ws.root / "exports" / choice.arch, formats=(choice.artifact,), force=True)
-    source = Source(str(checkpoint), loaded.checkpoint_sha256, loaded.arch, loaded.arch_kwargs, loaded.arch_source)
-    result = run_export(loaded.model, spec, source=source, metadata=loaded.metadata, preprocess=loaded.serving_spec())
-    return result.folder
+    return export_loaded(loaded, spec).folder
 
 
 def _photos() -> list[Path]:

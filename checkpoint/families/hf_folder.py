@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from modelship.contract.errors import CheckpointError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.tokenizer import TOKENIZER_FILE, TokenizerSpec
 
 CONFIG_FILE = "config.json"

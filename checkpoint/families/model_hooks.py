@@ -14,7 +14,7 @@ submodules: an fp16 variant wraps the adapted model in casts); a model with none
 - `fusable_attention() -> FusableAttention`: the attention layout of a transformer encoder and a context in which it
   computes attention in the form ONNX Runtime's transformer optimizer fuses into its Attention op (transformers'
   eager attention; its SDPA export matches none of the optimizer's patterns). The INT8 variant of a text model is
-  quantized from that fused graph (export.int8_source). Default: None (quantized from the fp32 artifact).
+  quantized from that fused graph (export.precision.int8.source). Default: None (quantized from the fp32 artifact).
 
 Hooks that are methods are not called from `forward`, so TorchScript leaves them out; attributes are plain values.
 """
@@ -26,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from modelship.contract.tensors import Tensors
+
 if TYPE_CHECKING:
-    import numpy as np
     from torch import Tensor, nn
 
-    Outputs = dict[str, np.ndarray]
+    Outputs = Tensors
 
 
 def fp16_parts(model: nn.Module) -> list[str]:

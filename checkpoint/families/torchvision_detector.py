@@ -21,15 +21,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
+from modelship.checkpoint.families.torchvision_keypoints import has_keypoints, recording_keypoint_peaks
+from modelship.checkpoint.families.torchvision_recording import patched, recording_scales
 from modelship.checkpoint.families.torchvision_resize import use_exact_resize
 from modelship.contract.box_result import DETECTION_OUTPUTS
 from modelship.contract.candidate_pool import CandidatePool
+from modelship.contract.tensors import Tensors
 
 if TYPE_CHECKING:  # torchvision has no type hints: these name what a detector is
     from torchvision.models.detection.fcos import FCOS
@@ -123,13 +126,11 @@ class DetectorTensors(nn.Module):
         """Model hook: torchvision's box operations as every format runs them, read by the TorchScript compiler."""
         return box_ops()
 
-    def reference_run(self, run: Callable[[], dict[str, np.ndarray]], image: Tensor) -> dict[str, np.ndarray]:
+    def reference_run(self, run: Callable[[], Tensors], image: Tensor) -> Tensors:
         """Model hook: the eager outputs plus the pool of boxes the detector could have answered
         (`contract.candidate_pool`), with which the `detections` compare function tells ties from moves, and a
         Keypoint R-CNN's heatmap peaks (`contract.keypoint_peaks`). A one-stage detector's pool is recorded during
         the run itself; an R-CNN's takes a run of its own."""
-        from modelship.checkpoint.families.torchvision_keypoints import has_keypoints, recording_keypoint_peaks
-
         if is_two_stage(self) and has_keypoints(self):
             with recording_keypoint_peaks(self) as peaks:
                 outputs = run()
@@ -196,7 +197,7 @@ def recording_pool(model: DetectorTensors) -> Iterator[Callable[[int], Candidate
         calls.append((found, scores, idxs, iou_threshold))
         return trick(found, scores, idxs, iou_threshold)
 
-    with _patched(boxes, "_batched_nms_coordinate_trick", recording_nms), recording_scales(model) as scales:
+    with patched(boxes, "_batched_nms_coordinate_trick", recording_nms), recording_scales(model) as scales:
 
         def pool(count: int) -> CandidatePool:
             final = calls[-count:]  # an R-CNN's RPN runs its NMS first, once per image
@@ -208,29 +209,6 @@ def recording_pool(model: DetectorTensors) -> Iterator[Callable[[int], Candidate
             )
 
         yield pool
-
-
-@contextmanager
-def recording_scales(model: DetectorTensors) -> Iterator[Callable[[], list[np.ndarray]]]:
-    """Record the sizes the detector resized its last run's images to; yields the function giving, per image, the
-    (x, y) factors from those pixels back to the input image's."""
-    detector = model.detector
-    sizes: list[tuple[list, list]] = []
-    postprocess = detector.transform.postprocess
-
-    def recording_postprocess(result: Any, image_shapes: list, original_sizes: list) -> Any:
-        sizes.append((list(image_shapes), list(original_sizes)))
-        return postprocess(result, image_shapes, original_sizes)
-
-    def scales() -> list[np.ndarray]:
-        resized, original = sizes[-1]
-        return [np.array([w / rw, h / rh]) for (rh, rw), (h, w) in zip(resized, original, strict=True)]
-
-    detector.transform.postprocess = recording_postprocess
-    try:
-        yield scales
-    finally:
-        del detector.transform.postprocess
 
 
 @contextmanager
@@ -246,16 +224,6 @@ def _every_proposal(detector: nn.Module) -> Iterator[None]:
         yield
     finally:
         rpn.nms_thresh, rpn._post_nms_top_n = saved
-
-
-@contextmanager
-def _patched(owner: Any, name: str, value: Callable) -> Iterator[None]:
-    saved = getattr(owner, name)
-    setattr(owner, name, value)
-    try:
-        yield
-    finally:
-        setattr(owner, name, saved)
 
 
 def _clip_boxes(boxes: Tensor, size: tuple[int, int]) -> Tensor:

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch.nn import functional
 
-from modelship.checkpoint.families.torchvision_detector import DetectorTensors, _patched, recording_scales
+from modelship.checkpoint.families.torchvision_recording import patched, recording_scales
 from modelship.contract.keypoint_peaks import PEAKS, SEPARATION, KeypointPeaks
+
+if TYPE_CHECKING:
+    from modelship.checkpoint.families.torchvision_detector import DetectorTensors
 
 GRID_TIE = 1e-3  # px: a box side this close to a whole pixel may round up either way
 
@@ -35,7 +39,7 @@ def recording_keypoint_peaks(
         found[:] = list(zip(maps.split([len(b) for b in boxes]), boxes, strict=True))
         return inference(maps, boxes)
 
-    with _patched(roi_heads, "keypointrcnn_inference", recording), recording_scales(model) as scales:
+    with patched(roi_heads, "keypointrcnn_inference", recording), recording_scales(model) as scales:
 
         def peaks() -> KeypointPeaks:
             per_image = []

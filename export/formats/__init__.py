@@ -1,52 +1,27 @@
-"""One exporter per format, registered by name: `export-model` runs the exporter of each format asked for.
+"""The formats export-model writes, each whole in its own package:
 
-An exporter's `start(build)` writes its fp32 artifacts into the build's staging folder and verifies them,
-returning one `Started` per artifact: what it wrote (the variants of that format are built from it:
-contract.artifacts.Variant) and a `Finish` that gives the `BuiltArtifact` (waiting for a verification still
-running on `build.background`, as TorchScript's do). Exporters start by `order`, lowest first, so one whose
-verification overlaps the next export (TorchScript) goes first.
+    onnx/         torch.onnx at the target Triton's opset (graph.py), its exporter, its runner
+    torchscript/  torch.jit script or trace (jit.py), its exporter, its runner
+    pt2/          torch.export's program and its AOTInductor package (program.py), its exporter, its runner
+    registry.py   what a format registers besides the contract's facts: its exporter, runner and Triton fragment
+    exporters.py  the built-in exporters, in the order they start (`exporters_for`)
+    runners.py    the runner of an artifact file of an export (`artifact_runner`)
 
-Adding a format is one module that calls `register_format` and, for its file names and flag,
-`contract.artifacts.register_artifact_format` and `register_export_format` (tests/test_format_registry.py adds one
-from inside a test).
+A format package's `__init__` registers the facts of the format, without importing torch: its flag
+(contract.artifacts.register_export_format), its artifacts and their files (register_artifact_format) and how Triton
+serves them (registry.register_served). Importing this package registers every built-in format's facts, so read them
+from here (`export_format_flags`, `default_formats`, `format_title`, `SERVED_FILES`, `PLATFORMS`). Its `exporter.py`
+registers `start` (registry.register_format) and its `runner.py` the loader `modelship parity` runs its files with
+(registry.register_artifact_runner). A format's variants at other precisions are export.precision's. Adding a
+format is one such package (tests/test_format_registry.py adds one from inside a test).
 """
 
-from __future__ import annotations
+from modelship.contract.artifacts import default_formats, export_format_flags, format_title
+from modelship.export.formats.registry import PLATFORMS, SERVED_FILES
 
-from collections.abc import Callable
-from dataclasses import dataclass
+# a manifest lists the formats' artifacts in the order they registered: TorchScript's, ONNX's, then torch.export's
+from modelship.export.formats import torchscript  # isort: skip  # noqa: F401 (its facts register)
+from modelship.export.formats import onnx  # isort: skip  # noqa: F401
+from modelship.export.formats import pt2  # isort: skip  # noqa: F401
 
-from modelship.contract.registry import Registry
-from modelship.export.build import Build, Finish, Started
-
-__all__ = ["FORMATS", "Finish", "FormatExporter", "Started", "export_formats", "exporters_for", "register_format"]
-
-
-@dataclass(frozen=True)
-class FormatExporter:
-    """`format`: the name `--torchscript` / `--onnx` / `--pt2` choose (ExportSpec.formats); `start(build)`: write
-    and verify this format's fp32 artifacts; `order`: when it starts among the formats asked for."""
-
-    format: str
-    start: Callable[[Build], list[Started]]
-    order: int = 100
-
-
-FORMATS: Registry[FormatExporter] = Registry("export format")
-
-
-def register_format(exporter: FormatExporter, *, replace: bool = False) -> FormatExporter:
-    return FORMATS.add(exporter.format, exporter, replace=replace)
-
-
-def export_formats() -> tuple[str, ...]:
-    """Every format export-model can write: the built-in exporters and any registered since."""
-    from modelship.export.formats import onnx_format, pt2_format, torchscript_format  # noqa: F401 (registration)
-
-    return tuple(exporter.format for exporter in sorted(FORMATS.values(), key=lambda exporter: exporter.order))
-
-
-def exporters_for(formats: tuple[str, ...]) -> list[FormatExporter]:
-    """The exporters of `formats`, by `order` (an unknown format is refused when ExportSpec is built)."""
-    export_formats()
-    return sorted((FORMATS[name] for name in formats if name in FORMATS), key=lambda exporter: exporter.order)
+__all__ = ["PLATFORMS", "SERVED_FILES", "default_formats", "export_format_flags", "format_title"]

@@ -3,7 +3,7 @@
     registry.py   the variants of each format (one registration each: file, step, options and flags, check,
                   explanation)
     fallback.py   the one keep-in-higher-precision search (Bisect, Grow), driven by verdicts
-    fp16/         half precision: conversion, measured ranges, the ONNX variant, explanations
+    fp16/         half precision: conversion, measured ranges, the TorchScript and ONNX variants, explanations
     int8/         INT8 ONNX: recipes, the planner, quantization, ranking, timing, the graph it is quantized from
 
 Intermediate tensors are read through parity.probe (one probe), nodes named by parity.onnx_graph.name_nodes, and

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.numbers import SECONDS, whole
 from modelship.cli.server_flags import repo_option
 from modelship.contract.errors import UsageError
 
@@ -23,11 +24,11 @@ def deploy_group() -> None:
 @click.option("--service", default=None, help="InferenceService name. Default: NAME with '_' as '-'.")
 @click.option(
     "--load-seconds",
-    type=float,
+    type=SECONDS,
     default=None,
     help="Model load time to size the startup probe. Default: measured now, by a local tritonserver on --repo.",
 )
-@click.option("--gpus", type=int, default=0, show_default=True, help="GPUs per replica.")
+@click.option("--gpus", type=whole(0, 1024), default=0, show_default=True, help="GPUs per replica.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -21,10 +21,11 @@ from modelship.cli.flags import flag_group
 from modelship.cli.load_view import fingerprint_progress, print_load_report
 from modelship.cli.loader_options import load_flags
 from modelship.cli.main import emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.numbers import count
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.cli.variant_flags import VariantFlagsCommand, chosen
 from modelship.contract.errors import ModelshipError, ParityError, PublishError, UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.opsets import OnnxExporter
 
 if TYPE_CHECKING:  # torch is imported only when a command runs
@@ -34,6 +35,9 @@ if TYPE_CHECKING:  # torch is imported only when a command runs
     from modelship.parity import ToleranceOverrides
 
 DEFAULT_OUT = Path("exports")
+# A whole opset number, refused while parsing when NaN, infinite, below 1 or huge; which opsets the target Triton
+# loads (and the exporter writes) is judged with the model's kind known (contract.opsets.resolve_opset, its hint)
+OPSET = count(999)
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,7 @@ class ExportFlags:
         """The default formats' flags given (--torchscript / --onnx), else what the model kind exports
         (export.spec.default_formats: both, ONNX alone for a Hugging Face folder), plus the other formats' flags
         (--pt2). `arch`: the loaded model's, None before it is loaded."""
-        from modelship.contract.artifacts import default_formats as registered_defaults
+        from modelship.export.formats import default_formats as registered_defaults
         from modelship.export.spec import FormatChoice, default_formats
 
         primary = set(registered_defaults())
@@ -129,7 +133,10 @@ export_flags = flag_group(
             "--name", default=None, help="Export (and Triton model) name. Default: the checkpoint's file stem."
         ),
         click.option(
-            "--opset", type=int, default=None, help="ONNX opset. Default: the highest the target Triton loads (21)."
+            "--opset",
+            type=OPSET,
+            default=None,
+            help="ONNX opset. Default: the highest the target Triton loads (21).",
         ),
         click.option(
             "--exporter",
@@ -217,7 +224,8 @@ def export_command(
     """
     from modelship.checkpoint import LoadReport, load_model
     from modelship.contract.preprocessing import PreprocessSpec
-    from modelship.export.run import refuse_existing, run_export
+    from modelship.export.loaded import export_loaded
+    from modelship.export.run import refuse_existing
     from modelship.export.steps import Steps
 
     console = make_console(stderr=True, soft_wrap=True)  # a progress line stays one line in a log
@@ -239,16 +247,7 @@ def export_command(
         for skipped in choice.skipped:
             console.print(skipped.line(), highlight=False)
     try:
-        result = run_export(
-            loaded.model,
-            replace(spec, formats=choice.formats),
-            source=_source(loaded, load.checkpoint),
-            metadata=loaded.metadata,
-            preprocess=preprocess or loaded.serving_spec(),
-            sidecar=_sidecar(loaded, load.checkpoint),
-            steps=steps,
-            tokenizer=loaded.tokenizer,
-        )
+        result = export_loaded(loaded, replace(spec, formats=choice.formats), preprocess=preprocess, steps=steps)
     except ParityError as exc:
         if not as_json:
             console.print(summary_table(rows_from_parity(exc.details.get("artifacts", {}))))
@@ -274,34 +273,11 @@ def export_command(
     click.echo(f"exported {spec.name} to {result.folder}")
 
 
-def _source(loaded: Any, checkpoint: Path) -> Any:
-    from modelship.contract.manifest import Source
-
-    return Source(
-        checkpoint=str(checkpoint),
-        sha256=loaded.checkpoint_sha256,
-        arch=loaded.arch,
-        arch_kwargs=dict(loaded.arch_kwargs or {}),
-        arch_source=loaded.arch_source,
-    )
-
-
-def _sidecar(loaded: Any, checkpoint: Path) -> JsonObject:
-    return {
-        "checkpoint": str(checkpoint),
-        "sha256": loaded.checkpoint_sha256,
-        "arch": loaded.arch,
-        "arch_kwargs": loaded.arch_kwargs,
-        "arch_source": loaded.arch_source,
-        "metadata": loaded.metadata.to_dict(),
-        "load_report": loaded.report.to_dict(),
-    }
-
-
 def _publish(folder: Path, repo: str | None, console: Console) -> JsonObject:
     """Publish the verified export (serve.publish's default repository unless REPO, a folder or s3://, is given)."""
     try:
-        from modelship.serve.publish import DEFAULT_REPO, PublishOptions, publish_to
+        from modelship.serve.publish import DEFAULT_REPO, PublishOptions
+        from modelship.serve.s3_publish import publish_to
     except ImportError as exc:
         raise PublishError(
             f"publishing is not available: {exc}", hint="publish later with `modelship publish`"

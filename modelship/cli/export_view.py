@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.status import Status
 from rich.table import Table
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 if TYPE_CHECKING:
     from modelship.contract.artifact_details import ArtifactDetails

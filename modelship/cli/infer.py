@@ -16,6 +16,7 @@ import numpy as np
 
 from modelship.cli.detect import Detections, detect
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.numbers import MAX_BATCH, count, fraction
 from modelship.cli.segment import Segmentation, segment
 from modelship.cli.server_flags import protocol_option, url_option
 from modelship.cli.text_infer import ask_texts, read_texts, show_text_answers, takes_texts
@@ -23,6 +24,7 @@ from modelship.contract.errors import ClientError, UsageError
 from modelship.preprocess.image import preprocess_images
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo, TensorInfo
+from modelship.serve.protocols import WireProtocol
 from modelship.tasks import get_task
 from modelship.tasks.detection import DETECTION
 from modelship.tasks.registry import Answer
@@ -100,8 +102,16 @@ def image_input(info: ModelInfo) -> TensorInfo:
 )
 @url_option("--url", "url", "Server address")
 @protocol_option("--url", default=None)
-@click.option("--top-k", "k", type=int, default=5, show_default=True, help="How many classes to show per image.")
-@click.option("--batch", type=int, default=8, show_default=True, help="Images per request (capped by max_batch_size).")
+@click.option(
+    "--top-k", "k", type=count(1_000_000), default=5, show_default=True, help="How many classes to show per image."
+)
+@click.option(
+    "--batch",
+    type=count(MAX_BATCH),
+    default=8,
+    show_default=True,
+    help="Images per request (capped by max_batch_size).",
+)
 @click.option(
     "--save",
     type=click.Path(file_okay=False, path_type=Path),
@@ -111,7 +121,7 @@ def image_input(info: ModelInfo) -> TensorInfo:
 )
 @click.option(
     "--min-score",
-    type=click.FloatRange(0, 1),
+    type=fraction(),
     default=0.5,
     show_default=True,
     help="Detection: show detections scoring at least this.",
@@ -123,7 +133,7 @@ def infer_command(
     texts: tuple[str, ...],
     texts_file: Path | None,
     url: str | None,
-    protocol: str | None,
+    protocol: WireProtocol | None,
     k: int,
     batch: int,
     save: Path | None,

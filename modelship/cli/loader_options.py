@@ -10,7 +10,7 @@ import click
 
 from modelship.cli.flags import flag_group
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 if TYPE_CHECKING:
     from modelship.checkpoint import LoadOptions

@@ -18,8 +18,9 @@ import click
 from rich.console import Console
 
 from modelship import __version__
+from modelship.cli.numbers import MAX_BATCH
 from modelship.contract.errors import ModelshipError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 # name -> ("module:attribute" of a click.Command, one-line help shown by `modelship --help`)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -112,8 +113,8 @@ def parse_batch_sizes(_ctx: click.Context, _param: click.Parameter, value: str) 
         sizes = tuple(int(v) for v in value.split(",") if v.strip())
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
-    if not sizes or any(b < 1 for b in sizes):
-        raise click.BadParameter(f"batch sizes must be >= 1, got {value!r}")
+    if not sizes or any(not 1 <= b <= MAX_BATCH for b in sizes):
+        raise click.BadParameter(f"batch sizes must be from 1 to {MAX_BATCH}, got {value!r}")
     return sizes
 
 

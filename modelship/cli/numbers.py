@@ -52,6 +52,21 @@ def at_least_zero(high: float) -> Bounded:
     return Bounded(0, high, low_closed=True)
 
 
+def whole(low: int, high: int) -> Bounded:
+    """A whole number from `low` to `high`."""
+    return Bounded(low, high, integer=True, low_closed=True)
+
+
 def count(high: int) -> Bounded:
     """A whole number from 1 to `high`."""
-    return Bounded(1, high, integer=True, low_closed=True)
+    return whole(1, high)
+
+
+def fraction() -> Bounded:
+    """A finite number from 0 to 1."""
+    return Bounded(0, 1, low_closed=True)
+
+
+MAX_BATCH = 4096  # the largest batch a flag may ask for: past it an example batch only exhausts memory
+PORT = whole(1, 65535)  # a TCP port
+SECONDS = positive(86_400)  # a wait or a duration in seconds, at most a day

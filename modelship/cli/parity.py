@@ -15,22 +15,18 @@ import click
 
 from modelship.cli.flags import PrecisionChoice, flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console, parse_batch_sizes
+from modelship.cli.numbers import whole
 from modelship.cli.server_flags import protocol_option, url_option
 from modelship.cli.tolerance_flags import tolerance_flags
 from modelship.contract.errors import ModelshipError, ParityError, UsageError
+from modelship.export.check_reference import Against, ReferenceChoice
+from modelship.serve.protocols import WireProtocol
 
 if TYPE_CHECKING:  # the check imports torch lazily; --help stays fast
     from modelship.contract.manifest import Artifact, Manifest
-    from modelship.export.check_reference import ReferenceChoice
     from modelship.parity import ToleranceOverrides
 
 REPORT_NAME = "parity.json"
-
-
-def _reference_choice(**flags: Any) -> ReferenceChoice:
-    from modelship.export.check_reference import ReferenceChoice
-
-    return ReferenceChoice(**flags)
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ class ServedFlags:
     """--served and how to reach and judge the served model (`url` None: no served model)."""
 
     url: str | None
-    protocol: str
+    protocol: WireProtocol
     model: str | None
     precision: str
 
@@ -48,8 +44,8 @@ reference_flags = flag_group(
     [
         click.option(
             "--against",
-            type=click.Choice(["checkpoint", "golden"]),
-            default="checkpoint",
+            type=click.Choice([a.value for a in Against]),
+            default=Against.CHECKPOINT.value,
             show_default=True,
             help="Reference: the checkpoint rebuilt in eager PyTorch, or the golden outputs saved at export (no "
             "checkpoint or model code needed).",
@@ -74,7 +70,9 @@ reference_flags = flag_group(
             callback=parse_batch_sizes,
             help="Batch sizes of the seeded random inputs (with --against checkpoint).",
         ),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs."),
+        click.option(
+            "--seed", type=whole(0, 2**32 - 1), default=0, show_default=True, help="Seed of the random inputs."
+        ),
         click.option(
             "--images",
             type=click.Path(path_type=Path, file_okay=False),
@@ -98,13 +96,13 @@ reference_flags = flag_group(
             "file, or key=value pairs such as resize=256,crop=224,mean=0.5/0.5/0.5 (docs/preprocess.md).",
         ),
     ],
-    _reference_choice,
+    ReferenceChoice,
 )
 served_flags = flag_group(
     "served",
     [
         url_option("--served", "url", "Also compare the model served by Triton at URL"),
-        protocol_option("--served", default="http"),
+        protocol_option("--served", default=WireProtocol.HTTP),
         click.option(
             "--served-model",
             "model",

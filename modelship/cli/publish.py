@@ -9,10 +9,17 @@ from rich.table import Table
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.cli.numbers import count, whole
 from modelship.cli.server_flags import repo_option
-from modelship.serve.publish import AUTO_PIPELINE, PublishOptions, publish_to
+from modelship.serve.publish import AUTO_PIPELINE, PublishOptions
+from modelship.serve.s3_publish import publish_to
 from modelship.serve.stock_image import missing_packages, stock_dockerfile
-from modelship.serve.triton_config import DEFAULT_MAX_BATCH_SIZE, DEFAULT_QUEUE_DELAY_US, KINDS, ServingOptions
+from modelship.serve.triton_config import (
+    DEFAULT_MAX_BATCH_SIZE,
+    DEFAULT_QUEUE_DELAY_US,
+    InstanceKind,
+    ServingOptions,
+)
 
 # How each published model is served, reaching the command as `serving: ServingOptions`
 serving_flags = flag_group(
@@ -20,30 +27,31 @@ serving_flags = flag_group(
     [
         click.option(
             "--kind",
-            type=click.Choice(list(KINDS)),
-            default="auto",
+            type=click.Choice([k.value for k in InstanceKind]),
+            default=InstanceKind.AUTO.value,
+            callback=lambda _ctx, _param, value: InstanceKind(value),
             show_default=True,
             help="Instance kind: auto writes no kind (Triton uses the GPUs it finds, else the CPU); cpu or gpu fix it.",
         ),
-        click.option("--instances", type=int, default=1, show_default=True, help="Model instances per device."),
+        click.option("--instances", type=count(1024), default=1, show_default=True, help="Model instances per device."),
         click.option("--trt-fp16", is_flag=True, help="GPU ONNX models: enable the TensorRT accelerator in FP16."),
         click.option(
             "--max-batch-size",
-            type=int,
+            type=count(2**31 - 1),
             default=DEFAULT_MAX_BATCH_SIZE,
             show_default=True,
             help="max_batch_size for models with a dynamic batch axis.",
         ),
         click.option(
             "--max-queue-delay-us",
-            type=int,
+            type=whole(0, 60_000_000),
             default=DEFAULT_QUEUE_DELAY_US,
             show_default=True,
             help="Dynamic batching: how long (µs) a request may wait for others to form a batch.",
         ),
         click.option(
             "--max-image-pixels",
-            type=int,
+            type=count(2**40),
             default=ServingOptions.max_image_pixels,
             show_default=True,
             help="Pipelines: the preprocess model refuses an image that decodes to more pixels (decompression "
@@ -51,7 +59,7 @@ serving_flags = flag_group(
         ),
         click.option(
             "--keep-versions",
-            type=int,
+            type=whole(0, 1_000_000),
             default=1,
             show_default=True,
             help="Serve the latest N versions (version_policy); 0 serves all. Older folders stay on disk.",
@@ -72,7 +80,12 @@ serving_flags = flag_group(
     metavar="NAME",
     help="Publish only this artifact (onnx, onnx_fp16, torchscript, torchscript_fp16); repeat. Default: all.",
 )
-@click.option("--version", type=int, default=None, help="Explicit version number (must be free). Default: latest + 1.")
+@click.option(
+    "--version",
+    type=count(2**63 - 1),
+    default=None,
+    help="Explicit version number (must be free). Default: latest + 1.",
+)
 @click.option(
     "--labels",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

@@ -9,13 +9,16 @@ import click
 from rich.table import Table
 
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
+from modelship.cli.numbers import SECONDS, count, whole
 from modelship.cli.server_flags import api_key_files_option
 from modelship.contract.errors import ServeError, UsageError
 
 
 @click.command("rollout", cls=GuardedCommand)
 @click.argument("model", metavar="NAME")
-@click.option("--version", type=int, required=True, help="The version to roll out (already in the repository).")
+@click.option(
+    "--version", type=count(2**63 - 1), required=True, help="The version to roll out (already in the repository)."
+)
 @click.option(
     "--server",
     "servers",
@@ -33,8 +36,10 @@ from modelship.contract.errors import ServeError, UsageError
     help="The export folder the version was published from: its golden data proves each server.",
 )
 @api_key_files_option()
-@click.option("--canary", type=int, default=0, show_default=True, help="Roll out to the first K servers first.")
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True, help="Seconds per load.")
+@click.option(
+    "--canary", type=whole(0, 10_000), default=0, show_default=True, help="Roll out to the first K servers first."
+)
+@click.option("--timeout", "timeout_s", type=SECONDS, default=120.0, show_default=True, help="Seconds per load.")
 @json_option
 def rollout_command(
     model: str,

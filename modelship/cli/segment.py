@@ -17,7 +17,7 @@ from modelship.drawing import overlay
 from modelship.postprocess import class_mask, class_shares
 from modelship.preprocess.image import load_image
 from modelship.serve.client import TritonClient
-from modelship.serve.ensemble import MASK
+from modelship.serve.image_pipeline import MASK
 from modelship.serve.model_info import ModelInfo, TensorInfo
 
 

@@ -12,10 +12,11 @@ import click
 
 from modelship.cli.flags import flag_group
 from modelship.cli.main import GuardedCommand, emit_json, json_option
+from modelship.cli.numbers import PORT
 from modelship.cli.server_flags import repo_option
 from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind, held_only_on_vnni, this_cpu
 from modelship.contract.errors import ServeError, UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.serve import repository
 from modelship.serve.client import TritonClient
 from modelship.serve.object_store import is_object_store
@@ -118,9 +119,9 @@ serve_flags = flag_group(
     "flags",
     [
         repo_option("to serve (tritonserver reads object storage itself)"),
-        click.option("--http-port", type=int, default=8000, show_default=True, help="HTTP/REST port."),
-        click.option("--grpc-port", type=int, default=8001, show_default=True, help="gRPC port."),
-        click.option("--metrics-port", type=int, default=8002, show_default=True, help="Prometheus metrics port."),
+        click.option("--http-port", type=PORT, default=8000, show_default=True, help="HTTP/REST port."),
+        click.option("--grpc-port", type=PORT, default=8001, show_default=True, help="gRPC port."),
+        click.option("--metrics-port", type=PORT, default=8002, show_default=True, help="Prometheus metrics port."),
         click.option(
             "--host",
             default="127.0.0.1",

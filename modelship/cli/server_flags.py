@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from modelship.serve.client import PROTOCOLS
+from modelship.serve.protocols import WireProtocol
 from modelship.serve.publish import DEFAULT_REPO
 from modelship.serve.restricted_api import API_KEY_HEADER
 
@@ -36,15 +36,21 @@ def repo_option(purpose: str, *, object_store_only: bool = False) -> Decorator:
     )
 
 
-def protocol_option(address_flag: str, default: str | None) -> Decorator:
-    """`--protocol` for the server address given by `address_flag`, when that address has no scheme."""
+def protocol_option(address_flag: str, default: WireProtocol | None) -> Decorator:
+    """`--protocol` for the server address given by `address_flag`, when that address has no scheme; the command
+    receives it as a WireProtocol (None when not given and no default)."""
     return click.option(
         "--protocol",
-        type=click.Choice([p.value for p in PROTOCOLS]),
-        default=default,
+        type=click.Choice([p.value for p in WireProtocol]),
+        callback=_wire_protocol,
+        default=None if default is None else default.value,
         show_default=default is not None,
         help=f"http (default port 8000) or grpc (8001), for {address_flag} when its URL has no scheme.",
     )
+
+
+def _wire_protocol(_ctx: click.Context, _param: click.Parameter, value: str | None) -> WireProtocol | None:
+    return None if value is None else WireProtocol(value)
 
 
 def url_option(flag: str, dest: str, help_text: str) -> Decorator:

@@ -13,7 +13,8 @@ import numpy as np
 
 from modelship.contract.errors import ClientError
 from modelship.contract.labels import label_for
-from modelship.parity.text_sets import read_text_file, refuse_non_utf8
+from modelship.contract.tensors import Tensors
+from modelship.parity.text_sets import read_text_file, refuse_unsendable
 from modelship.serve.client import TritonClient
 from modelship.serve.model_info import ModelInfo
 from modelship.serve.text_pipeline import TEXT
@@ -46,7 +47,7 @@ def read_texts(texts: tuple[str, ...], file: Path | None) -> list[str]:
     """--text values, then the lines of --texts FILE (parity's reader: one text per line, empty lines skipped); a
     UsageError for a text that is not UTF-8, before any request."""
     hint = "pass texts encoded as UTF-8, as a terminal under LANG=C.UTF-8 does"
-    refuse_non_utf8(texts, lambda number: f"--text {number}", hint)
+    refuse_unsendable(texts, lambda number: f"--text {number}", hint)
     return list(texts) + (read_text_file(file) if file is not None else [])
 
 
@@ -83,7 +84,7 @@ def ask_texts(client: TritonClient, info: ModelInfo, texts: list[str], k: int) -
     raise ClientError(f"model {info.name!r} is a {info.task} model, not a text model", hint="pass image files instead")
 
 
-def _request(texts: list[str]) -> dict[str, np.ndarray]:
+def _request(texts: list[str]) -> Tensors:
     return {TEXT: np.array([[t.encode("utf-8")] for t in texts], dtype=object)}
 
 

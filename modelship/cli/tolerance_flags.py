@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from modelship.cli.flags import Decorator, flag_group
+from modelship.cli.numbers import at_least_zero
 from modelship.contract.precisions import PRECISIONS, Precision
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def _option(precision: Precision, field: str) -> Decorator:
     return click.option(
         _flag(precision, field),
         _param(precision, field),
-        type=float,
+        type=at_least_zero(1e9),
         default=None,
         help=f"{precision.name} {what} tolerance (default {default:g}{judged}).",
     )

@@ -3,7 +3,6 @@ under a latency budget (serve.tune), on the local server or any Triton reached t
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,12 +11,11 @@ import click
 from modelship.cli.main import GuardedCommand, emit_json, json_option, make_console
 from modelship.cli.numbers import at_least_zero, count, positive
 from modelship.cli.server_flags import repo_option, url_option
-from modelship.contract.errors import TuneError, UsageError
-from modelship.serve.tune.measurement import Budget
+from modelship.serve.tune.constraints import Constraints
 
 if TYPE_CHECKING:
-    from modelship.serve.client import TritonClient
-    from modelship.serve.tune.run import Progress, TuneRequest, TuneResult
+    from modelship.contract.json_object import JsonObject
+    from modelship.serve.tune.run import TuneResult
 
 MAX_MS = 3_600_000.0  # an hour: a p99 budget past it is a typo
 MAX_THROUGHPUT = 1e7  # inferences/s
@@ -43,7 +41,7 @@ MAX_CORES = 4096
     type=at_least_zero(MAX_THROUGHPUT),
     default=0.0,
     show_default=True,
-    help="Inferences/s the config must reach.",
+    help="Inferences/s the config must reach within the p99 budget (0: no floor).",
 )
 @click.option(
     "--time-budget",
@@ -104,9 +102,10 @@ def tune_command(
     TorchScript), with how many instances and intra-op threads, the largest batch and the queue delay, each at the
     client concurrency that gives the most throughput within the p99 budget. NAME may be a _pipeline: it is measured
     through its own requests (photos or sentences), its step moved to each candidate artifact. The winner is
-    measured again against the default, interleaved, and kept only if it holds. Every config changed on the server
-    is restored on exit (after a kill, by the next tune). Prints a table of every point; writes OUT/tune.json and
-    OUT/tune.png.
+    measured again against the default, interleaved, and kept only if it holds. When no config meets both the p99
+    budget and --min-throughput, tune refuses (exit 1), naming the closest point on each. Every config changed on
+    the server is restored on exit (after a kill, by the next tune). Prints a table of every point; writes
+    OUT/tune.json and OUT/tune.png.
 
     \b
     Examples:
@@ -114,79 +113,36 @@ def tune_command(
       modelship tune resnet50_pipeline --p99-ms 300 --apply
       modelship tune resnet50_onnx --url http://127.0.0.1:8000 --api-key-file KEY --p99-ms 50 --json
     """
-    from modelship.serve.object_store import is_object_store
-    from modelship.serve.ports import is_loopback
-    from modelship.serve.tune.run import TuneRequest
+    from modelship.serve.tune.local import Server
+    from modelship.serve.tune.report import save
+    from modelship.serve.tune.run import TuneRequest, tune_on
 
-    if apply and not is_object_store(repo) and not (Path(repo) / model / "config.pbtxt").is_file():
-        raise UsageError(f"--apply writes into --repo, and {repo} holds no model {model!r}",
-                         hint="pass the --repo folder the server serves")  # fmt: skip
-    host = (url or "127.0.0.1").split("://", 1)[-1].rsplit(":", 1)[0]
-    cores = server_cores or (os.cpu_count() if is_loopback(host) else None)
-    if cores is None:
-        raise UsageError(f"tune cannot read the cores of {url} from here", hint="pass --server-cores N")
-    request = TuneRequest(model, Budget(p99_ms, min_throughput), cores, minutes * 60, max_concurrency, window_s)
-    console = make_console(stderr=True)
-    result = _run(request, repo, url, api_key_file, console.log, apply)
-    _report(result, out, as_json)
-
-
-def _run(
-    request: TuneRequest, repo: str, url: str | None, api_key_file: Path | None, log: Progress, apply: bool
-) -> TuneResult:
-    from modelship.serve.client import TritonClient
-    from modelship.serve.tune.local import local_server
-
-    if url is not None:
-        key = api_key_file.read_text().strip() if api_key_file else None
-        with TritonClient(url, api_key=key, concurrency=1) as client:
-            return _tune(client, request, repo, log, apply)
-    with local_server(Path(repo), request.model, log) as server, server.client() as client:
-        return _tune(client, request, repo, log, apply)
-
-
-def _tune(client: TritonClient, request: TuneRequest, repo: str, log: Progress, apply: bool) -> TuneResult:
-    """Tune, then with --apply write the winner into `repo` and load it (and the pipeline over it) from there."""
-    from modelship.serve.tune.apply import apply_winner
-    from modelship.serve.tune.run import tune
-
-    result = tune(client, request, log)
-    if apply and not result.default_wins:
-        winner = result.winner.candidate
-        result.applied = apply_winner(repo, winner, result.pipeline)
-        loaded = [winner.artifact] + ([result.pipeline] if result.pipeline and len(result.applied) > 1 else [])
-        for model in loaded:
-            client.load(model)
-        log(f"applied: {', '.join(result.applied)}; {', '.join(loaded)} loaded from there")
-    return result
-
-
-def _report(result: TuneResult, out: Path, as_json: bool) -> None:
-    import json
-
-    from modelship.serve.tune.report import PLOT, plot, points_table
-
-    payload = result.to_dict()
-    out.mkdir(parents=True, exist_ok=True)
-    payload["plot"] = str(plot(result, out / PLOT))
-    payload["report"] = str(out / "tune.json")
-    (out / "tune.json").write_text(json.dumps(payload, indent=2))
-    winner = result.winner
-    if winner.best is None:
-        closest = min(result.search.points, key=lambda p: p.p99_ms)
-        raise TuneError(
-            f"no config of {result.request.model} meets p99 {result.request.budget.p99_ms:g} ms"
-            + (f" at {result.request.budget.min_throughput:g}/s" if result.request.budget.min_throughput else "")
-            + f"; the closest: {closest.candidate.describe()} at {closest.concurrency} clients, p99 "
-            f"{closest.p99_ms:.1f} ms, {closest.throughput:.1f}/s",
-            hint=f"raise --p99-ms; every point is in {out / 'tune.json'}",
-        )
+    server = Server(repo, url, api_key_file.read_text().strip() if api_key_file else None)
+    request = TuneRequest(
+        model,
+        Constraints(p99_ms, min_throughput),
+        server.cores(server_cores),
+        time_budget_s=minutes * 60,
+        max_concurrency=max_concurrency,
+        window_s=window_s,
+        apply=apply,
+    )
+    result = tune_on(server, request, make_console(stderr=True).log)
+    payload = save(result, out)
+    result.require_met(payload["report"])
     if as_json:
         emit_json(payload)
         return
+    _print(result, payload)
+
+
+def _print(result: TuneResult, payload: JsonObject) -> None:
+    from modelship.serve.tune.report import points_table
+
     console = make_console()
     console.print(points_table(result))
-    best = winner.best
+    best = result.winner.best
+    assert best is not None  # require_met refused otherwise
     if result.default_wins:
         console.print(f"the default wins: {best.candidate.describe()}, {best.throughput:.1f}/s at {best.concurrency} "
                       f"clients, p99 {best.p99_ms:.1f} ms; nothing changed")  # fmt: skip

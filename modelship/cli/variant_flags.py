@@ -14,8 +14,8 @@ from typing import Any
 import click
 
 from modelship.cli.main import GuardedCommand
-from modelship.contract.artifacts import export_format_flags
 from modelship.contract.precisions import variant_precisions
+from modelship.export.formats import export_format_flags
 from modelship.export.precision.registry import FlagKind, OptionFlag, VariantOptions, options_classes
 
 META = "modelship.variant_flags"  # ctx.meta key: the generated flags given, by name

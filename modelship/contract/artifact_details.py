@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import ClassVar, Self, TypeVar
 
 from modelship.contract.cpu_kinds import PARAM_INT8_CPU, CpuKind
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.registry import Registry
 
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class Tolerance:
             value = getattr(self, name)
             if value is None and name == "box_atol":
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise UsageError(f"tolerance {name} must be a number >= 0, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise UsageError(f"tolerance {name} must be a finite number >= 0, got {value!r}")
             object.__setattr__(self, name, float(value))
         scores = ("score_atol", "score_margin", "score_edge")
         for name in ("min_cosine", "min_top1", "min_top5", "max_mask_disagreement", "min_mask_iou", *scores):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.output_result import register_result
 
 DETECTION_OUTPUTS = ("boxes", "scores", "labels", "num")  # a detector's tensors (families.torchvision_detector)

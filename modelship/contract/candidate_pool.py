@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelship.contract.tensors import Tensors
+
 REFERENCE_ONLY = "~"  # an output name's prefix: given by the reference for the compare functions, never judged
 KEYS = ("~pool_boxes", "~pool_scores", "~pool_labels", "~pool_num", "~pool_iou")
 
@@ -24,7 +26,7 @@ class CandidatePool:
     labels: list[np.ndarray]  # per image [k]
     iou_threshold: float  # the NMS's: two boxes of a label overlapping more than this cannot both be kept
 
-    def to_outputs(self) -> dict[str, np.ndarray]:
+    def to_outputs(self) -> Tensors:
         """The pool as padded reference-only tensors (KEYS) for a batch."""
         rows = max((len(s) for s in self.scores), default=0)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from modelship.contract.dtypes import DTYPES
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 __all__ = ["BATCH", "DTYPES", "Dim", "IOSpec", "ServedNames", "TensorSpec"]
 BATCH = "batch"

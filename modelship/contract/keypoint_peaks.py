@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from modelship.contract.tensors import Tensors
+
 PEAKS = 4  # cells recorded per keypoint: the argmax and the runners-up
 SEPARATION = 2.0  # input pixels (the fp32 keypoint bar) at least between recorded peaks
 KEYS = ("~keypoint_peaks", "~keypoint_grid_tie")
@@ -31,7 +33,7 @@ class KeypointPeaks:
     peaks: list[np.ndarray]  # per image [detections, K, PEAKS, 3]: x, y (input image's pixels), heatmap value
     grid_tie: list[np.ndarray]  # per image [detections] bool
 
-    def to_outputs(self, rows: int) -> dict[str, np.ndarray]:
+    def to_outputs(self, rows: int) -> Tensors:
         """As reference-only tensors padded to `rows` detections per image."""
         keypoints = next((p.shape[1] for p in self.peaks if p.ndim == 4), 0)
         peaks = np.zeros((len(self.peaks), rows, keypoints, PEAKS, 3), np.float32)

@@ -16,7 +16,7 @@ from modelship.contract.artifact_details import ArtifactDetails, details_for
 from modelship.contract.artifacts import ARTIFACT_FORMATS
 from modelship.contract.errors import ModelshipError, PreprocessError
 from modelship.contract.iospec import IOSpec
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.parity_report import ParityReport
 from modelship.contract.precisions import PRECISIONS
 from modelship.contract.preprocessing import PreprocessSpec

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.registry import Registry
 
 NON_FINITE = ("inf", "-inf", "nan")

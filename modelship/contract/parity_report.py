@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelship.contract import box_result, mask_result  # noqa: F401 (their result kinds register: "boxes", "mask")
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.output_result import (
     NON_FINITE,
     PART,

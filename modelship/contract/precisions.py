@@ -11,8 +11,9 @@ Defaults are measured (docs/parity.md): ONNX Runtime fp32 vs eager PyTorch diffe
 order does; fp16 differs by 7e-5 to 4e-2 on logits with cosine >= 0.9995, but resnet50 reaches 0.077 and flips one
 top-1 of 8 on near-tied random inputs, so fp16 allows atol 0.1 and top-1 0.8 with the cosine floor guarding the
 output's shape. Boxes move 0.02 px in fp32 (bar 2) and a wrong resize moves them by pixels; fp16 allows 4 px. INT8
-changes every logit by design, so it is judged by the task's answer on real held-back inputs (export.int8): the
-class, the mask, the boxes, the embedding's direction, with the element-wise figures kept for the record.
+changes every logit by design, so it is judged by the task's answer on real held-back inputs
+(export.precision.int8): the class, the mask, the boxes, the embedding's direction, with the element-wise figures
+kept for the record.
 """
 
 from __future__ import annotations

@@ -13,10 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from modelship.contract.errors import PreprocessError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # what a tokenizer gives a model, by name
 TOKENIZER_FILE = "tokenizer.json"
+# The most UTF-8 bytes one text may be, in a request or a verification file: a model reads only its first max_length
+# tokens, and tokenizing megabytes it would never read holds a server's tokenize instance (and the client) for minutes.
+MAX_TEXT_BYTES = 1 << 20
+TEXT_SIZE_HINT = "send a shorter text: the model reads only its first max_length tokens"
+
+
+def oversized_text(size: int, name: str) -> str | None:
+    """Why a text of `size` UTF-8 bytes is neither sent nor tokenized (`name`: how the user knows it), or None."""
+    if size <= MAX_TEXT_BYTES:
+        return None
+    return f"{name} is {size / (1 << 20):,.1f} MiB of UTF-8, over the {MAX_TEXT_BYTES >> 20} MiB a text may be"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from modelship.contract.bars import Tolerance
 from modelship.contract.errors import UsageError
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.contract.precisions import get_precision, precision_names
 
 __all__ = ["Tolerance", "ToleranceConfig", "keyed_by_precision"]

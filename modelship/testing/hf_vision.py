@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 from modelship.testing.realistic import make_realistic
 
 if TYPE_CHECKING:

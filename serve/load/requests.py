@@ -17,12 +17,15 @@ import platform
 import threading
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-Arrays = dict[str, np.ndarray]
-PROTOCOLS = ("grpc", "http", "http-json", "grpc-shm", "http-shm")
+from modelship.contract.tensors import Tensors
+from modelship.serve.protocols import WireProtocol
+
+PROTOCOLS = ("grpc", "http", "http-json", "grpc-shm", "http-shm")  # the load generator's names: protocol[-variant]
 UNREGISTER_WAIT_S = 2.0  # how long a region still in use after the last response may take to be let go
 _region_ids = itertools.count()
 MMAP_THRESHOLD = 32 * 1024 * 1024  # glibc's largest dynamic mmap threshold
@@ -53,13 +56,29 @@ def keep_large_buffers() -> bool:
     )
 
 
-def _module(protocol: str) -> Any:
-    if protocol == "grpc":
+class Variant(StrEnum):
+    """How a request's tensors travel: BINARY in the message (HTTP's binary tensor extension), JSON as lists in the
+    HTTP body, SHM in system shared memory regions registered with the server."""
+
+    BINARY = "binary"
+    JSON = "json"
+    SHM = "shm"
+
+
+def parse_protocol(name: str) -> tuple[WireProtocol, Variant]:
+    """A load generator protocol name (PROTOCOLS; a WireProtocol member is one) as its wire protocol and variant:
+    "http-json" -> (HTTP, JSON), a bare wire protocol sends binary tensors."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {name!r}")
+    base, _, variant = name.partition("-")
+    return WireProtocol(base), Variant(variant or Variant.BINARY)
+
+
+def _module(protocol: WireProtocol) -> Any:
+    if protocol is WireProtocol.GRPC:
         import tritonclient.grpc as module
-    elif protocol == "http":
-        import tritonclient.http as module
     else:
-        raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
+        import tritonclient.http as module
     return module
 
 
@@ -73,11 +92,11 @@ class Sender:
     def __init__(
         self,
         url: str,
-        protocol: str,
+        protocol: WireProtocol,
         model: str,
-        inputs: Arrays,
-        outputs: Arrays,
-        variant: str = "",
+        inputs: Tensors,
+        outputs: Tensors,
+        variant: Variant = Variant.BINARY,
         headers: dict[str, str] | None = None,
     ):
         from tritonclient.utils import np_to_triton_dtype
@@ -91,8 +110,8 @@ class Sender:
         self.model = model
         self.client = self.module.InferenceServerClient(_address(url))
         self.regions: list[tuple[str, Any]] = []
-        shared_memory = variant == "shm"
-        binary = {"binary_data": variant != "json"} if protocol == "http" else {}
+        shared_memory = variant is Variant.SHM
+        binary = {"binary_data": variant is not Variant.JSON} if protocol is WireProtocol.HTTP else {}
         self.inputs = []
         for name, array in inputs.items():
             tensor = self.module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
@@ -123,7 +142,7 @@ class Sender:
         self.client.register_system_shared_memory(name, "/" + name, array.nbytes, headers=self.headers)
         return name
 
-    def __call__(self) -> Arrays:
+    def __call__(self) -> Tensors:
         result = self.client.infer(self.model, self.inputs, outputs=self.outputs)
         if not self.output_regions:
             return {name: result.as_numpy(name) for name in self.output_names}
@@ -142,7 +161,7 @@ class Sender:
             shm.destroy_shared_memory_region(handle)
         self.regions = []
         self.client.close()
-        if self.protocol == "http":
+        if self.protocol is WireProtocol.HTTP:
             release_thread_hub()
 
     def _unregister(self, name: str) -> None:
@@ -174,12 +193,18 @@ def release_thread_hub() -> None:
 
 
 def sender(
-    url: str, protocol: str, model: str, inputs: Arrays, outputs: Arrays, headers: dict[str, str] | None = None
+    url: str,
+    protocol: WireProtocol,
+    model: str,
+    inputs: Tensors,
+    outputs: Tensors,
+    variant: Variant = Variant.BINARY,
+    headers: dict[str, str] | None = None,
 ) -> Callable[[], Sender]:
-    """A factory of Senders. `protocol`: grpc, http (binary tensors), http-json (tensors as JSON lists), grpc-shm or
-    http-shm (system shared memory for inputs and outputs; registering a region takes the server's restricted-API
-    `headers`). `outputs` are example output arrays (from an in-process run): their names, dtypes and shapes."""
-    if protocol not in PROTOCOLS:
-        raise ValueError(f"protocol must be one of {PROTOCOLS}, got {protocol!r}")
-    base, _, variant = protocol.partition("-")
-    return lambda: Sender(url, base, model, inputs, outputs, variant, headers)
+    """A factory of Senders over `protocol`, the tensors travelling as `variant` says: BINARY, JSON (HTTP only) or
+    SHM (system shared memory for inputs and outputs; registering a region takes the server's restricted-API
+    `headers`). A load generator name (PROTOCOLS) gives both: `parse_protocol`. `outputs` are example output arrays
+    (from an in-process run): their names, dtypes and shapes."""
+    if variant is Variant.JSON and protocol is not WireProtocol.HTTP:
+        raise ValueError(f"JSON tensors travel over http only, not {protocol}")
+    return lambda: Sender(url, protocol, model, inputs, outputs, variant, headers)

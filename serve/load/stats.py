@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from modelship.contract.jsonfile import JsonObject
+from modelship.contract.json_object import JsonObject
 
 PERCENTILES = (50, 95, 99)
 

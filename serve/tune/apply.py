@@ -1,4 +1,5 @@
-"""`tune --apply`: the winner written into the repository the server reads, a folder or object storage.
+"""`tune --apply`: the winner written into the repository the server reads, a folder or object storage, and loaded
+from there.
 
 What changes: the winning artifact's config.pbtxt, as `configs.override` changes a served config (the protobuf
 through its JSON form, which is Triton's): its instances (the published kind kept), intra-op threads, largest batch
@@ -9,6 +10,7 @@ A folder changes through publish's locked, staged, journaled commit: both config
 rolled back by the next publish or serve). Object storage has no rename: under publish's lock each config is one
 PUT (its `version_policy` kept, so the versions listed stay the same), the artifact's first, the pipeline's last,
 so a reader sees the tuned artifact before the pipeline steps into it and never a pipeline over an untuned one.
+Once written, the artifact is loaded from the repository, then the pipeline when it was re-pointed.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from typing import Any, Protocol
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from modelship.contract.errors import TuneError
+from modelship.contract.errors import TuneError, UsageError
 from modelship.contract.json_object import JsonObject
 from modelship.serve import repository
+from modelship.serve.client import TritonClient
 from modelship.serve.object_store import S3Location, is_object_store
 from modelship.serve.triton_config import parse_config, to_text
 from modelship.serve.tune.configs import export_of, override, repoint, steps
@@ -39,6 +42,26 @@ class ConfigStore(Protocol):
     def write(self, configs: dict[str, JsonObject]) -> list[str]:
         """Write each model's config, in order; where each went."""
         ...
+
+
+def check_target(repo: str, model: str) -> None:
+    """Refuse, before any work, a repository folder that does not hold `model` (the server serves another)."""
+    if not is_object_store(repo) and not (Path(repo) / model / CONFIG).is_file():
+        raise UsageError(f"--apply writes into --repo, and {repo} holds no model {model!r}",
+                         hint="pass the --repo folder the server serves")  # fmt: skip
+
+
+def apply_and_load(
+    client: TritonClient, repo: str, winner: Candidate, pipeline: str | None, log: Callable[[str], None]
+) -> list[str]:
+    """Write `winner` (and `pipeline` pointed at it) into `repo`, then load what changed from there on the server
+    `client` reaches; the configs written."""
+    applied = apply_winner(repo, winner, pipeline)
+    loaded = [winner.artifact] + ([pipeline] if pipeline and len(applied) > 1 else [])
+    for model in loaded:
+        client.load(model)
+    log(f"applied: {', '.join(applied)}; {', '.join(loaded)} loaded from there")
+    return applied
 
 
 def apply_winner(repo: str, winner: Candidate, pipeline: str | None = None) -> list[str]:

@@ -1,16 +1,16 @@
 """The winner against the default, measured again: ROUNDS pairs, interleaved (default then winner), each at the
-concurrency its search found. The winner holds only if its p99 meets the budget in every round and its median
-throughput beats the default's; otherwise the default stays (pure: the measurer is injected)."""
+concurrency its search found. The winner holds only if it meets the constraints in every round and its median
+throughput beats the default's (or the default met them in no round); otherwise the default stays (pure: the
+measurer is injected)."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from modelship.contract.json_object import JsonObject
-from modelship.serve.tune.measurement import Budget, Point
-from modelship.serve.tune.space import Candidate
+from modelship.serve.tune.constraints import Constraints
+from modelship.serve.tune.measurement import Measure, Point
 
 ROUNDS = 3
 
@@ -30,7 +30,7 @@ class Confirmation:
 
 
 def confirm(
-    measure: Callable[[Candidate, int], Point], default: Point, winner: Point, budget: Budget, rounds: int = ROUNDS
+    measure: Measure, default: Point, winner: Point, constraints: Constraints, rounds: int = ROUNDS
 ) -> Confirmation:
     """`default` and `winner` measured again, each at its concurrency, by `measure(candidate, concurrency)`."""
 
@@ -39,6 +39,6 @@ def confirm(
 
     pairs = tuple((again(default), again(winner)) for _ in range(rounds))
     ratio = statistics.median(w.throughput / d.throughput for d, w in pairs)
-    default_within = all(d.within(budget) for d, _ in pairs)
-    holds = all(w.within(budget) for _, w in pairs) and (ratio > 1.0 or not default_within)
+    default_met = all(constraints.judge(d).met for d, _ in pairs)
+    holds = all(constraints.judge(w).met for _, w in pairs) and (ratio > 1.0 or not default_met)
     return Confirmation(pairs, holds, ratio)

@@ -14,6 +14,7 @@ import numpy as np
 
 from modelship.contract.errors import ClientError
 from modelship.contract.json_object import JsonObject
+from modelship.contract.tensors import Tensors
 from modelship.serve.client import TritonClient
 from modelship.serve.load.loadgen import run_load
 from modelship.serve.load.requests import sender
@@ -39,7 +40,7 @@ class LiveMeasurer:
     window_s: float = WINDOW_S
     on_load: Callable[[Candidate], None] = lambda candidate: None
     loaded: dict[str, Candidate] = field(default_factory=dict)
-    inputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    inputs: dict[str, Tensors] = field(default_factory=dict)
     measured: int = 0
     pipeline: JsonObject | None = None
     step: str = field(init=False)  # the artifact the pipeline steps into now
@@ -81,7 +82,7 @@ class LiveMeasurer:
         target = self.target(candidate)
         make = sender(
             self.client.url,
-            self.client.protocol.value,
+            self.client.protocol,
             target,
             self._inputs(target),
             {o.name: np.empty(0) for o in self.client.model(target).outputs},
@@ -101,7 +102,7 @@ class LiveMeasurer:
         used = (time.process_time() - cpu) / max(time.perf_counter() - began, 1e-9)
         return point_of(candidate, windows, stable, used)
 
-    def _inputs(self, model: str) -> dict[str, np.ndarray]:
+    def _inputs(self, model: str) -> Tensors:
         if model not in self.inputs:
             self.inputs[model] = request_inputs(self.client.model(model))
         return self.inputs[model]

@@ -1,23 +1,58 @@
-"""The local server tune measures on when given a repository folder: a Triton of its own, in explicit model-control
-mode, serving the model and the other artifacts of its export found in the folder; for a pipeline, also its steps
-(the preprocess or tokenize model) and the pipeline itself, last."""
+"""The server tune measures on: a running Triton reached by its URL, or, given a repository folder, a Triton of its
+own, in explicit model-control mode, serving the model and the other artifacts of its export found in the folder;
+for a pipeline, also its steps (the preprocess or tokenize model) and the pipeline itself, last."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from google.protobuf import json_format
 
-from modelship.contract.errors import TuneError
+from modelship.contract.errors import TuneError, UsageError
 from modelship.contract.json_object import JsonObject
+from modelship.serve.client import TritonClient, split_url
 from modelship.serve.object_store import is_object_store
+from modelship.serve.ports import is_loopback
 from modelship.serve.server import TritonServer
 from modelship.serve.triton_config import parse_config
 from modelship.serve.tune.configs import export_of, steps
 
 CONFIG = "config.pbtxt"
+
+
+@dataclass(frozen=True)
+class Server:
+    """Where tune measures: the Triton at `url` (sent its repository-API secret `api_key`), else one of its own
+    started on the folder `repo`; `--apply` writes into `repo` either way."""
+
+    repo: str
+    url: str | None = None
+    api_key: str | None = None
+
+    def cores(self, given: int | None = None) -> int:
+        """The server's cores: `given`, else this machine's when the server is local or on loopback (the URL read
+        as the client reads it, its host as the standard library splits it)."""
+        local = self.url is None or is_loopback(urlsplit(f"//{split_url(self.url)[1]}").hostname or "")
+        cores = given or (os.cpu_count() if local else None)
+        if cores is None:
+            raise UsageError(f"tune cannot read the cores of {self.url} from here", hint="pass --server-cores N")
+        return cores
+
+
+@contextmanager
+def connected(server: Server, model: str, log: Callable[[str], None]) -> Iterator[TritonClient]:
+    """A client of `server`: the one at its URL, else a local Triton started for `model` (stopped on exit)."""
+    if server.url is not None:
+        with TritonClient(server.url, api_key=server.api_key, concurrency=1) as client:
+            yield client
+        return
+    with local_server(Path(server.repo), model, log) as triton, triton.client() as client:
+        yield client
 
 
 def export_models(repo: Path, model: str) -> list[str]:

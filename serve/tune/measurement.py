@@ -1,14 +1,14 @@
-"""What one measurement of one candidate at one client concurrency gave, the budget it is judged against, and the
-protocol a measurer follows (the live one drives Triton; tests drive a known surface)."""
+"""What a search asks to measure (a candidate at a client concurrency), what one measurement gave, and the shape of
+a measurer (the live one drives Triton; tests answer from a known surface). Points are judged in
+serve.tune.constraints."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from modelship.contract.errors import TuneError, UsageError
+from modelship.contract.errors import TuneError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.load.stats import LoadStats
 from modelship.serve.tune.space import Candidate
@@ -23,15 +23,11 @@ class CandidateRefused(TuneError):
 
 
 @dataclass(frozen=True)
-class Budget:
-    """What a config must meet: p99 latency (ms) and, optionally, a throughput floor (inferences/s)."""
+class Probe:
+    """What a search asks to measure next: `candidate` served, at `concurrency` clients."""
 
-    p99_ms: float
-    min_throughput: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.p99_ms <= 0 or self.min_throughput < 0:
-            raise UsageError(f"the p99 budget must be > 0 ms, got {self.p99_ms}", hint="e.g. --p99-ms 200")
+    candidate: Candidate
+    concurrency: int
 
 
 @dataclass(frozen=True)
@@ -48,9 +44,6 @@ class Point:
     windows: int = WINDOWS
     stable: bool = True
 
-    def within(self, budget: Budget) -> bool:
-        return self.p99_ms <= budget.p99_ms
-
     def to_dict(self) -> JsonObject:
         return {
             "config": self.candidate.to_dict(),
@@ -64,10 +57,7 @@ class Point:
         }
 
 
-class Measurer(Protocol):
-    """Measures one candidate at one concurrency (raises CandidateRefused when the server cannot serve it)."""
-
-    def measure(self, candidate: Candidate, concurrency: int) -> Point: ...
+Measure = Callable[[Candidate, int], Point]  # one candidate at one concurrency; CandidateRefused: it cannot serve
 
 
 def agreeing(windows: Sequence[LoadStats], agree: float = AGREE, need: int = WINDOWS) -> bool:

@@ -1,13 +1,16 @@
-"""What a tune shows: a table of every point measured, and a plot of throughput against p99 with the budget line,
-the default and the winner marked (PNG, matplotlib's Agg renderer: no display needed)."""
+"""What a tune shows: a table of every point measured, a plot of throughput against p99 with the budget line, the
+default and the winner marked (PNG, matplotlib's Agg renderer: no display needed), and the report folder holding
+both (tune.json: every point, as --json prints it)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from modelship.contract.json_object import JsonObject
 from modelship.serve.tune.measurement import Point
 from modelship.serve.tune.run import TuneResult
 
@@ -15,18 +18,27 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 PLOT = "tune.png"
+REPORT = "tune.json"
+
+
+def save(result: TuneResult, out: Path) -> JsonObject:
+    """Write OUT/tune.json and the plot OUT/tune.png; what tune.json holds (the result, with where both went)."""
+    payload = result.to_dict()
+    out.mkdir(parents=True, exist_ok=True)
+    payload["plot"] = str(plot(result, out / PLOT))
+    payload["report"] = str(out / REPORT)
+    (out / REPORT).write_text(json.dumps(payload, indent=2))
+    return payload
 
 
 def points_table(result: TuneResult) -> Table:
-    winner, default = result.winner.best, result.default.best
-    table = Table(
-        title=f"tune {result.request.model}: every point measured (p99 budget {result.request.budget.p99_ms:g} ms)"
-    )
+    winner, default, constraints = result.winner.best, result.default.best, result.request.constraints
+    table = Table(title=f"tune {result.request.model}: every point measured ({constraints.describe()})")
     for column in ("", "config", "clients", "infer/s", "p50 ms", "p99 ms", "client CPU"):
         table.add_column(column, justify="right" if column in ("clients", "infer/s", "p50 ms", "p99 ms") else "left")
     for point in result.search.points:
         mark = "winner" if point == winner else "default" if point == default else ""
-        style = "bold green" if mark == "winner" else "dim" if not point.within(result.request.budget) else None
+        style = "bold green" if mark == "winner" else "dim" if not constraints.judge(point).met else None
         table.add_row(
             mark,
             point.candidate.describe(),
@@ -47,7 +59,7 @@ def plot(result: TuneResult, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    budget = result.request.budget.p99_ms
+    budget = result.request.constraints.p99_ms
     figure, axes = plt.subplots(figsize=(8, 5), dpi=110)
     points = result.search.points
     artifacts = sorted({p.candidate.artifact for p in points})

@@ -9,8 +9,9 @@ import io
 
 import numpy as np
 
-from modelship.contract.preprocessing import PreprocessSpec
-from modelship.serve.ensemble import IMAGE
+from modelship.contract.preprocessing import Layout, PreprocessSpec
+from modelship.contract.tensors import Tensors
+from modelship.serve.image_pipeline import IMAGE
 from modelship.serve.model_info import ModelInfo
 
 IMAGE_SIDE = 224
@@ -19,7 +20,7 @@ PHOTO_HW = (480, 640)  # what a camera or a web upload sends, decoded and resize
 SENTENCE_WORDS = 24
 
 
-def request_inputs(info: ModelInfo, seed: int = 0) -> dict[str, np.ndarray]:
+def request_inputs(info: ModelInfo, seed: int = 0) -> Tensors:
     rng = np.random.default_rng(seed)
     arrays = {}
     for tensor in info.inputs:
@@ -40,7 +41,7 @@ def _filled(shape: list[int], spec: PreprocessSpec | None) -> list[int]:
     if len(shape) != 3:
         return [d if d > 0 else SEQUENCE for d in shape]
     height, width = spec.output_hw if spec is not None and spec.output_hw else (IMAGE_SIDE, IMAGE_SIDE)
-    named = [height, width, 3] if spec is not None and spec.layout == "NHWC" else [3, height, width]
+    named = [height, width, 3] if spec is not None and spec.layout is Layout.NHWC else [3, height, width]
     return [d if d > 0 else n for d, n in zip(shape, named, strict=True)]
 
 

@@ -1,6 +1,7 @@
 """One tune, start to end, on a server a client reaches: recover what a killed tune left, find the model's
 artifacts on the server, measure the published config, search, confirm the winner against the default, and put
-every config back (serve.tune.restore), whatever happens."""
+every config back (serve.tune.restore), whatever happens; `tune_on` also reaches the server (serve.tune.local) and,
+asked to, writes the winner into the repository and loads it from there (serve.tune.apply)."""
 
 from __future__ import annotations
 
@@ -11,26 +12,30 @@ from dataclasses import dataclass, field, replace
 from modelship.contract.errors import ClientError, TuneError
 from modelship.contract.json_object import JsonObject
 from modelship.serve.client import TritonClient
-from modelship.serve.tune.concurrency import Evaluation, evaluate
+from modelship.serve.tune.apply import apply_and_load, check_target
+from modelship.serve.tune.concurrency import Evaluation
 from modelship.serve.tune.configs import export_of, is_pipeline, published, steps
 from modelship.serve.tune.confirm import Confirmation, confirm
+from modelship.serve.tune.constraints import Constraints
 from modelship.serve.tune.live import WINDOW_S, LiveMeasurer
-from modelship.serve.tune.measurement import Budget, CandidateRefused
+from modelship.serve.tune.local import Server, connected
 from modelship.serve.tune.restore import Restorer, journal_path, recover
-from modelship.serve.tune.search import Search, hill_climb
+from modelship.serve.tune.search import HillClimb, Search, drive
 from modelship.serve.tune.space import BATCH_SIZES, MAX_CONCURRENCY, Candidate, Space
 
 
 @dataclass(frozen=True)
 class TuneRequest:
-    """What to tune and under which budget; `cores`: the server's (the client's own when it runs beside it)."""
+    """What to tune and under which constraints; `cores`: the server's (the client's own when it runs beside it);
+    `apply`: write the winner into the server's repository and load it from there (`tune_on`)."""
 
     model: str
-    budget: Budget
+    constraints: Constraints
     cores: int
     time_budget_s: float = 600.0
     max_concurrency: int = MAX_CONCURRENCY
     window_s: float = WINDOW_S
+    apply: bool = False
 
 
 @dataclass
@@ -57,13 +62,24 @@ class TuneResult:
     def default_wins(self) -> bool:
         return self.winner is self.default
 
+    @property
+    def met(self) -> bool:
+        """Whether the config to serve meets the constraints (its best point does)."""
+        return self.winner.best is not None
+
+    def require_met(self, report: str) -> None:
+        """Refuse (TuneError) when no config met the constraints, naming the closest point on each; `report`:
+        where every point measured was written."""
+        if not self.met:
+            raise self.request.constraints.unmet(self.request.model, self.search.points, report)
+
     def to_dict(self) -> JsonObject:
         winner = self.winner
         return {
-            "ok": True,
+            "ok": self.met,
             "model": self.request.model,
-            "p99_budget_ms": self.request.budget.p99_ms,
-            "min_throughput": self.request.budget.min_throughput,
+            "p99_budget_ms": self.request.constraints.p99_ms,
+            "min_throughput": self.request.constraints.min_throughput,
             "cores": self.request.cores,
             "default": self.default.to_dict(),
             "winner": winner.to_dict(),
@@ -154,13 +170,6 @@ class Session:
     recovered: list[str]
     pipeline: str | None = None
 
-    def evaluate(self, candidate: Candidate, budget: Budget, progress: Progress, start: int = 1) -> Evaluation:
-        try:
-            return evaluate(candidate, self.measurer.measure, budget, self.space.max_concurrency, start)
-        except CandidateRefused as exc:
-            progress(f"skipped {exc.message}")
-            return Evaluation(candidate, skipped=exc.message)
-
 
 def open_session(client: TritonClient, request: TuneRequest, progress: Progress, space: Space | None = None) -> Session:
     """Recover what a killed tune left, then find the model's artifacts (`space`: a grid of the caller's instead
@@ -188,12 +197,27 @@ def open_session(client: TritonClient, request: TuneRequest, progress: Progress,
     return Session(space, start, measurer, restorer, recovered, served.pipeline["name"] if served.pipeline else None)
 
 
+def tune_on(server: Server, request: TuneRequest, progress: Progress = lambda line: None) -> TuneResult:
+    """`tune` on the server `server` names; with `request.apply`, then the winner written into its repository and
+    loaded from there (nothing changes when the default wins)."""
+    if request.apply:
+        check_target(server.repo, request.model)
+    with connected(server, request.model, progress) as client:
+        result = tune(client, request, progress)
+        if request.apply and not result.default_wins:
+            winner = result.winner.candidate
+            result.applied = apply_and_load(client, server.repo, winner, result.pipeline, progress)
+    return result
+
+
 def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda line: None) -> TuneResult:
     began = time.monotonic()
     session = open_session(client, request, progress)
     deadline = began + request.time_budget_s
 
     def report(search: Search) -> None:
+        if search.latest.skipped:
+            progress(f"skipped {search.latest.skipped}")
         best = search.best
         left = max(0.0, deadline - time.monotonic())
         progress(
@@ -202,16 +226,14 @@ def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda
         )
 
     try:
-        search = hill_climb(
-            session.space,
-            session.start,
-            lambda candidate, start: session.evaluate(candidate, request.budget, progress, start),
-            request.budget,
+        search = drive(
+            HillClimb(session.space, session.start, request.constraints),
+            session.measurer.measure,
             should_stop=lambda: "time budget spent" if time.monotonic() > deadline else None,
             progress=report,
         )
         default = search.evaluations[session.start]
-        confirmation = _confirm(session.measurer, search, default, request.budget, progress)
+        confirmation = _confirm(session.measurer, search, default, request.constraints, progress)
     finally:
         restored = session.restorer.restore()
     return TuneResult(
@@ -221,7 +243,7 @@ def tune(client: TritonClient, request: TuneRequest, progress: Progress = lambda
 
 
 def _confirm(
-    measurer: LiveMeasurer, search: Search, default: Evaluation, budget: Budget, progress: Progress
+    measurer: LiveMeasurer, search: Search, default: Evaluation, constraints: Constraints, progress: Progress
 ) -> Confirmation | None:
     best = search.best
     if best.candidate == default.candidate or best.best is None:
@@ -230,4 +252,4 @@ def _confirm(
     if baseline is None:
         return None
     progress(f"confirming {best.candidate.describe()} against the default, interleaved")
-    return confirm(measurer.measure, baseline, best.best, budget)
+    return confirm(measurer.measure, baseline, best.best, constraints)

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
 
 
 def _start_torchscript(build: Build, written: Written) -> Finish:
-    from modelship.export.formats.torchscript_format import start_fp16
+    from modelship.export.precision.fp16.torchscript_variant import start_torchscript_fp16
 
-    return start_fp16(build, written)
+    return start_torchscript_fp16(build, written)
 
 
 def _start_onnx(build: Build, written: Written) -> Finish:

@@ -25,7 +25,7 @@ from modelship.checkpoint.families.model_hooks import fp16_parts
 from modelship.contract.artifact_details import KeptModule
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
-from modelship.export.onnx_export import subgraphs
+from modelship.export.formats.onnx.graph import subgraphs
 from modelship.export.precision.fp16.ranges import unsupported_ops
 from modelship.parity.onnx_graph import nodes_of, nodes_outside, tensor_types
 

@@ -15,9 +15,9 @@ from modelship.contract.artifacts import EXPORT_FILES
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import Artifact
 from modelship.contract.tensors import Tensors
+from modelship.export.formats.torchscript.jit import load_torchscript
 from modelship.export.precision.fp16.convert import FP16_ATTEMPTS, fp32_nodes
 from modelship.export.precision.fp16.ranges import FP16_TINY, emulate_fp16
-from modelship.export.torchscript import load_torchscript
 from modelship.parity.localize import Explanation, localize_onnx, localize_torchscript
 from modelship.parity.onnx_graph import name_nodes
 

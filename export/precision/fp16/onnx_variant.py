@@ -1,14 +1,8 @@
-"""The fp16 strategy, in one place: which parts of a model stay in fp32 so that its fp16 variant passes.
-
-- ONNX (`onnx_fp16`): convert the fp32 graph keeping in fp32 the nodes whose measured ranges leave float16's
-  (parity.fp16_ranges) and the modules of --fp16-keep; verify it twice, as ONNX Runtime runs it here and as fp16
-  really computes (fp16 rounding emulated at every node boundary, which a CPU run cannot show); on a failure retry
-  keeping more sensitive ops in fp32 (FP16_ATTEMPTS), then find the fewest modules of the failing region to keep
-  (bisection).
-- TorchScript (`torchscript_keep_modules`): half precision really computes on the CPU, so a failing verdict holds;
-  the modules whose own half computation diverges on the batch that failed are the ones to keep.
-
-The conversions themselves (half modules, the ONNX float16 converter) are export.fp16.
+"""The ONNX fp16 variant (`onnx_fp16`): the fp32 graph converted keeping in fp32 the nodes whose measured ranges
+leave float16's (ranges.py) and the modules of --fp16-keep; verified twice, as ONNX Runtime runs it here and as fp16
+really computes (fp16 rounding emulated at every node boundary, which a CPU run cannot show); on a failure retried
+keeping more sensitive ops in fp32 (FP16_ATTEMPTS), then the fewest modules of the failing region to keep are found
+(bisection). The conversion itself is convert.py; TorchScript's variant is torchscript_variant.py.
 """
 
 from __future__ import annotations
@@ -18,22 +12,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
-import torch
 
-from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, KeptModule, OnnxDetails, OnnxFp16Details
+from modelship.contract.artifact_details import Fp16Attempt, Fp16Run, OnnxDetails, OnnxFp16Details
 from modelship.contract.iospec import IOSpec
+from modelship.contract.tensors import Tensors
 from modelship.export.build import Build, BuiltArtifact, Finish, Written, float_io
-from modelship.export.onnx_export import cap_versions, set_metadata, write_model
+from modelship.export.formats.onnx.graph import cap_versions, set_metadata, write_model
 from modelship.export.precision.fallback import Bisect
-from modelship.export.precision.fp16.convert import (
-    FP16_ATTEMPTS,
-    convert_onnx_fp16,
-    fp16_keep_modules,
-    fp32_nodes,
-    present_ops,
-)
+from modelship.export.precision.fp16.convert import FP16_ATTEMPTS, convert_onnx_fp16, fp32_nodes, present_ops
 from modelship.export.precision.fp16.options import Fp16Options
 from modelship.export.precision.fp16.ranges import emulate_fp16, intermediate_ranges, out_of_range_nodes
 from modelship.parity import OnnxRuntimeRunner, ParityReport
@@ -46,16 +33,8 @@ BISECT_STEP = "bisect fp16 modules"
 BISECT_TRIALS = 24
 
 
-def torchscript_keep_modules(build: Build, name: str, report: ParityReport) -> list[KeptModule]:
-    """The modules to keep in fp32 in a TorchScript fp16 artifact that failed, measured on the batch it failed."""
-    failed = build.verification.inputs[report.first_failed_set()]
-    with build.steps("measure fp16 ranges", name):
-        batch = tuple(torch.from_numpy(failed[t.name]) for t in build.io.inputs)
-        return fp16_keep_modules(build.model, [batch])
-
-
 def start_onnx_fp16(build: Build, written: Written) -> Finish:
-    """The `onnx_fp16` variant (contract.artifacts) of the fp32 graph `written`: converted and verified now."""
+    """The `onnx_fp16` variant (export.precision.fp16) of the fp32 graph `written`: converted and verified now."""
     half_io = build.spec.options_for(Fp16Options).io
     io = float_io(written.io, "float16", inputs=half_io, outputs=half_io)
     built = onnx_fp16(build, written, io)
@@ -166,7 +145,7 @@ def _emulated_runner(fp32: onnx.ModelProto, block: Sequence[str], nodes: list[st
     return OnnxRuntimeRunner(Path("fp16-emulated.onnx"), io, name="onnx_fp16", fp16=True, model=emulated)
 
 
-def graph_sets(sets: Sequence[dict[str, np.ndarray]], io: IOSpec) -> list[dict[str, np.ndarray]]:
+def graph_sets(sets: Sequence[Tensors], io: IOSpec) -> list[Tensors]:
     """The input sets as the graph takes them: row by row for a single-row graph (IOSpec.max_rows)."""
     if not io.max_rows:
         return list(sets)

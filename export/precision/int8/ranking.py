@@ -173,11 +173,11 @@ def _noise_and_power(
     return sums
 
 
-def activation_maxima(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> dict[str, np.ndarray]:
+def activation_maxima(path: Path, names: Sequence[str], sets: Sequence[Tensors]) -> Tensors:
     """The largest magnitude of each last-axis channel of the tensors of `names` in the graph at `path`, over
     `sets` (one set at a time)."""
     probe = Probe(path, names)
-    maxima: dict[str, np.ndarray] = {}
+    maxima: Tensors = {}
     for inputs in sets:
         for name, value in probe.run(inputs).items():
             channels = np.abs(value).reshape(-1, value.shape[-1]).max(axis=0)

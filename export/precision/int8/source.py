@@ -6,9 +6,9 @@ MatMuls, while attention, LayerNorm and GELU stay many small fp32 ops. ONNX Runt
 them into its own ops (Attention, EmbedLayerNormalization, SkipLayerNormalization, BiasGelu: contrib ops every ONNX
 Runtime since 1.x runs, Triton 24.10's 1.19.2 included), and Attention quantizes as one QAttention. It matches the
 pattern transformers' eager attention exports to with the TorchScript-based exporter; the SDPA export (dynamo or
-legacy) matches none. So the source is that export, fused; then smoothed (export.int8_smooth), for any dynamic
-source; and verified against eager with the fp32 tolerance before anything is quantized from it. The fp32 artifact
-itself stays as exported.
+legacy) matches none. So the source is that export, fused; then smoothed (export.precision.int8.smooth), for any
+dynamic source; and verified against eager with the fp32 tolerance before anything is quantized from it. The fp32
+artifact itself stays as exported.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from modelship.checkpoint.families.model_hooks import fusable_attention
 from modelship.contract.iospec import IOSpec
 from modelship.contract.opsets import OnnxExporter
 from modelship.export.build import Build
-from modelship.export.onnx_export import LEGACY_MAX_OPSET, export_onnx
+from modelship.export.formats.onnx.graph import LEGACY_MAX_OPSET, export_onnx
 from modelship.export.precision.int8.quantize import quiet
 from modelship.export.precision.int8.recipe import WEIGHT_OPS
 from modelship.export.precision.int8.smooth import ALPHA, smooth

@@ -1,7 +1,7 @@
-"""The `onnx_int8` variant (contract.artifacts): the fp32 graph quantized by export.int8_strategy, written as
-model.int8.onnx beside golden.int8.npz (the held-back inputs it was judged on and eager's outputs for them, so
-`modelship parity --against golden` re-checks it without the checkpoint), or declined in one line, with what its
-search recorded, when no try was accurate enough or it measured slower than fp32."""
+"""The `onnx_int8` variant (export.precision.registry): the fp32 graph quantized by export.precision.int8.strategy,
+written as model.int8.onnx beside golden.int8.npz (the held-back inputs it was judged on and eager's outputs for
+them, so `modelship parity --against golden` re-checks it without the checkpoint), or declined in one line, with
+what its search recorded, when no try was accurate enough or it measured slower than fp32."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""ONNX (`--onnx`): the model through torch.onnx (dynamo or legacy exporter) at the target Triton's opset, its dynamic
-axes checked in the graph, verified in ONNX Runtime. Its variants (fp16: export.fp16_strategy, INT8:
-export.int8_variant) are built from the graph written here.
+"""ONNX's exporter: the model through torch.onnx (dynamo or legacy exporter, graph.py) at the target Triton's opset,
+its dynamic axes checked in the graph, verified in ONNX Runtime. Its variants (fp16: export.precision.fp16, INT8:
+export.precision.int8) are built from the graph written here.
 
 A task whose models loop over the images of a batch in Python (detectors) gets single-row graphs: the legacy
 exporter unrolls that loop, so the batch axis is fixed at 1 and the graph is verified row by row on every set."""
@@ -11,15 +11,17 @@ import onnx
 
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
+from modelship.contract.precisions import FP32
 from modelship.export.build import Build, BuiltArtifact, Started, Written
-from modelship.export.formats import FormatExporter, register_format
-from modelship.export.onnx_export import export_onnx
+from modelship.export.formats.onnx import FORMAT
+from modelship.export.formats.onnx.graph import export_onnx
+from modelship.export.formats.registry import FormatExporter, register_format
 from modelship.parity import OnnxRuntimeRunner
 
 
 def start(build: Build) -> list[Started]:
     """The fp32 graph, verified as it is written."""
-    name = "onnx"
+    name = FORMAT
     io, example = build.io, build.example
     if build.task.onnx_single_row:
         io, example = io.single_row(), tuple(t[:1] for t in example)
@@ -35,9 +37,9 @@ def start(build: Build) -> list[Started]:
             metadata=build.plan.provenance | {"precision": "fp32"},
         )
         check_dynamic_axes(exported.proto, io)
-    report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name, fp16=False), "fp32")
-    built = BuiltArtifact(name, "onnx", "fp32", io, report, exported.details, exported.sha256)
-    return [Started(Written(name, "onnx", io, exported.details, exported.proto), lambda: built)]
+    report = build.verify(name, OnnxRuntimeRunner(build.path(name), io, name=name, fp16=False), FP32)
+    built = BuiltArtifact(name, FORMAT, FP32, io, report, exported.details, exported.sha256)
+    return [Started(Written(name, FORMAT, io, exported.details, exported.proto), lambda: built)]
 
 
 def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
@@ -59,4 +61,4 @@ def check_dynamic_axes(proto: onnx.ModelProto, io: IOSpec) -> None:
         )
 
 
-ONNX = register_format(FormatExporter("onnx", start, order=2))
+ONNX = register_format(FormatExporter(FORMAT, start, order=2))

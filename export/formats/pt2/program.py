@@ -2,8 +2,8 @@
 (`model.aoti.pt2`), the path past TorchScript (deprecated in PyTorch; Triton's PyTorch backend loads AOTInductor
 packages as `platform: "torch_aoti"` in releases after 24.10).
 
-The batch axis and every other named axis are dynamic dims (`export.onnx_export.dynamic_shapes`, shared with the
-dynamo ONNX exporter). A model torch.export rejects stops with the construct it rejected and what to change.
+The batch axis and every other named axis are dynamic dims (`export.formats.onnx.graph.dynamic_shapes`, shared with
+the dynamo ONNX exporter). A model torch.export rejects stops with the construct it rejected and what to change.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from torch import nn
 from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.outputs import flatten_outputs
-from modelship.export.onnx_export import dynamic_shapes, first_cause
+from modelship.export.formats.onnx.graph import dynamic_shapes, first_cause
 
 
 class FlatOutputs(nn.Module):

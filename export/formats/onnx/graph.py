@@ -29,7 +29,7 @@ from modelship.contract.errors import ExportError
 from modelship.contract.iospec import IOSpec
 from modelship.contract.manifest import sha256_file
 from modelship.contract.opsets import OnnxExporter, RuntimeTarget
-from modelship.export.torchscript import jit_deprecation_silenced
+from modelship.export.formats.torchscript.jit import jit_deprecation_silenced
 
 DEFAULT_EXPORTER = OnnxExporter.DYNAMO  # unless the task's models need another (modelship.tasks: Task.onnx_exporter)
 LEGACY_MAX_OPSET = 20  # the TorchScript-based exporter writes opsets up to 20
