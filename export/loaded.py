@@ -31,6 +31,7 @@ def export_loaded(
         sidecar=_sidecar(loaded),
         steps=steps,
         tokenizer=loaded.tokenizer,
+        preprocess_given=preprocess is not None,
     )
 
 

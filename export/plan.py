@@ -39,13 +39,17 @@ from modelship.tasks import Task, choose_task
 class ExportInputs:
     """What an export is given besides the model and its spec: where the model came from (`source`), the
     checkpoint's metadata (its io, labels, task), the model's preprocessing when known, the sidecar written beside
-    the artifacts, and a text model's tokenizer (it feeds the verification real sentences and is copied in)."""
+    the artifacts, and a text model's tokenizer (it feeds the verification real sentences and is copied in).
+    `preprocess_given`: the preprocessing was given (`--preprocess`), not implied by the checkpoint or its family,
+    so it must fit the model's image input (an implied one may not: a fixed `--input` smaller than the family's crop
+    still exports)."""
 
     source: Source
     metadata: CheckpointMetadata
     preprocess: PreprocessSpec | None = None
     sidecar: JsonObject | None = None
     tokenizer: TokenizerSource | None = None
+    preprocess_given: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,8 @@ def plan_export(model: nn.Module, spec: ExportSpec, given: ExportInputs, steps: 
     model = model.eval()
     with steps("resolve inputs and outputs"):
         resolved, io, task = resolve_task(model, spec, given)
-    check_preprocess_fits(io, given.preprocess)
+    if given.preprocess_given:
+        check_preprocess_fits(io, given.preprocess)
     for variant in (v for f in spec.formats for v in variants_of(f, spec.precisions)):
         if variant.check is not None:
             variant.check(spec, given.preprocess, given.tokenizer)

@@ -66,15 +66,17 @@ def run_export(
     sidecar: JsonObject | None = None,
     steps: Steps | None = None,
     tokenizer: TokenizerSource | None = None,
+    preprocess_given: bool = False,
 ) -> ExportResult:
     """Export, verify and write `spec.out_dir`. Raises ExportError/ParityError with nothing written on failure.
 
     `metadata` is the checkpoint's metadata (its io, labels, task); `preprocess` the model's preprocessing spec
-    when known; `sidecar` is written as checkpoint.json beside the artifacts; `tokenizer` (a text model's) feeds the
+    when known (`preprocess_given`: given, not implied, so checked against the model's input: ExportInputs);
+    `sidecar` is written as checkpoint.json beside the artifacts; `tokenizer` (a text model's) feeds the
     verification real sentences and is copied into the export. A model the checkpoint loader returned is exported
     through export.loaded.export_loaded, which fills each of these in from the load.
     """
-    given = ExportInputs(source, metadata or CheckpointMetadata(), preprocess, sidecar, tokenizer)
+    given = ExportInputs(source, metadata or CheckpointMetadata(), preprocess, sidecar, tokenizer, preprocess_given)
     steps = steps or Steps()
     refuse_existing(spec.out_dir, spec.force)
     plan = plan_export(model, spec, given, steps)

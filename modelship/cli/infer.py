@@ -150,8 +150,6 @@ def infer_command(
     decodes and preprocesses them, and a segmenter's answers the class mask at the photo's size). Requests are
     sent concurrently.
     """
-    if k < 1 or batch < 1:
-        raise UsageError("--top-k and --batch must be at least 1")
     asked = read_texts(texts, texts_file)
     if bool(asked) == bool(images):
         raise UsageError("give image files, or texts with --text/--texts (not both)")

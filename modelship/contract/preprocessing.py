@@ -127,7 +127,6 @@ class PreprocessSpec:
                 object.__setattr__(self, "resize", _size("resize", self.resize, square=True))
         if self.crop is not None:
             object.__setattr__(self, "crop", _size("crop", self.crop, square=True))
-        self._check_crop_within_resize()
         for name in ("mean", "std"):
             values = getattr(self, name)
             if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) != 3:
@@ -143,9 +142,9 @@ class PreprocessSpec:
                 hint="Pillow (and torchvision on PIL images) always antialiases; use antialias=true",
             )
 
-    def _check_crop_within_resize(self) -> None:
-        """A centre crop larger than the resized image would pad it with black (torchvision's CenterCrop does):
-        refused where the resized size is known (a shorter side, or an exact height and width)."""
+    def check_crop_within_resize(self) -> None:
+        """A PreprocessError when the centre crop is larger than the resized image, which it would pad with black
+        (torchvision's CenterCrop does), where the resized size is known (a shorter side, or a height and width)."""
         if self.crop is None or self.resize is None or self.resize_mode is ResizeMode.BOUNDED:
             return
         crop = cast("tuple[int, int]", self.crop)
@@ -226,9 +225,12 @@ class PreprocessSpec:
     @classmethod
     def from_option(cls, value: str) -> PreprocessSpec:
         """A command-line value: inline JSON (`{"resize": 256, "crop": 224}`), the path of a JSON file (`read`), else
-        `key=value` pairs (`parse`); a UsageError naming --preprocess when it is not a spec."""
+        `key=value` pairs (`parse`); a UsageError naming --preprocess when it is not a spec, or crops more than its
+        resize makes (a library's own config may, MobileViT's pads 224 to 256; typed by hand it is a slip)."""
         try:
-            return cls._from_option(value)
+            spec = cls._from_option(value)
+            spec.check_crop_within_resize()
+            return spec
         except PreprocessError as exc:
             said = exc.message.removeprefix("preprocess ")
             raise UsageError(f"--preprocess {said}", hint=exc.hint) from None
