@@ -104,3 +104,15 @@ def test_parity_judges_a_registered_format_from_the_folder(export: Path) -> None
 def test_an_unknown_format_is_refused_naming_the_registered_ones() -> None:
     with pytest.raises(Exception, match=r"unknown export format\(s\): toy \(use torchscript, onnx, pt2"):
         ExportSpec(out_dir=Path("unused"), formats=("toy",))
+
+
+def test_the_contract_alone_knows_the_built_in_formats() -> None:
+    """A manifest reads back in a process that imports nothing above the contract (a user's script): the built-in
+    formats' artifacts are the contract's own registrations, not a side effect of importing export/formats."""
+    import subprocess
+    import sys
+
+    probe = "from modelship.contract.artifacts import ARTIFACT_FORMATS; import sys; "
+    probe += "print(list(ARTIFACT_FORMATS), 'modelship.export' in sys.modules)"
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == "['torchscript', 'onnx', 'pt2', 'aoti'] False", shown

@@ -1,10 +1,11 @@
 """The registries of artifact kinds, which a manifest is read back against: the formats export-model writes (and the
 flag that asks for each), the artifacts of each format a manifest may hold, and the file each is written to.
 
-Each format fills them from its own package (export.formats.onnx, export.formats.torchscript, export.formats.pt2:
-importing `modelship.export.formats` registers the built-in ones) without importing torch, so the command line
-(flags, `--help`, choices) is generated from them as it is parsed. A format's variants at other precisions (their
-files, steps, options) are registered in export.precision.registry, which adds their files to EXPORT_FILES.
+The built-in formats' entries are registered here, at the bottom of the layers, so a manifest reads back wherever it
+is read (a script of the user's that imports only this layer included); everything else of a format (its exporter,
+runner and Triton fragment) is its package's under export/formats/, which adds a new format's entries from there. A
+format's variants at other precisions (their files, steps, options) are registered in export.precision.registry,
+which adds their files to EXPORT_FILES.
 """
 
 from __future__ import annotations
@@ -63,3 +64,39 @@ def register_artifact_format(artifact_format: str, files: dict[str, str], *, rep
 
 GOLDEN_FILE = "golden.npz"  # the verification inputs and eager outputs, beside the artifacts
 SIDECAR_FILE = "checkpoint.json"  # the checkpoint's sidecar metadata, copied into the export
+
+
+TORCHSCRIPT, ONNX, PT2, AOTI = "torchscript", "onnx", "pt2", "aoti"
+register_export_format(
+    ExportFormat(
+        TORCHSCRIPT,
+        "TorchScript",
+        "Export TorchScript (model.pt). Neither format flag: both, or what the model kind exports (ONNX alone for a "
+        "Hugging Face folder: transformers models do not script).",
+        default=True,
+        order=0,
+    )
+)
+register_export_format(
+    ExportFormat(
+        ONNX,
+        "ONNX",
+        "Export ONNX (model.onnx). Neither format flag: both, or what the model kind exports.",
+        default=True,
+        order=1,
+    )
+)
+register_export_format(
+    ExportFormat(
+        PT2,
+        "torch.export",
+        "Also export with torch.export: the ExportedProgram (model.pt2) and an AOTInductor package compiled from it "
+        "(model.aoti.pt2), both verified. Publishing them needs a Triton whose PyTorch backend loads torch_aoti.",
+        order=2,
+    )
+)
+# a manifest lists the formats' artifacts in the order they registered: TorchScript's, ONNX's, then torch.export's
+register_artifact_format(TORCHSCRIPT, {TORCHSCRIPT: "model.pt"})
+register_artifact_format(ONNX, {ONNX: "model.onnx"})
+register_artifact_format(PT2, {PT2: "model.pt2"})
+register_artifact_format(AOTI, {AOTI: "model.aoti.pt2"})
