@@ -18,7 +18,7 @@ def image_input(io: IOSpec) -> TensorSpec | None:
 
 def check_preprocess_fits(io: IOSpec, preprocess: PreprocessSpec | None) -> None:
     """A UsageError when `preprocess` makes images of another size than the image input's fixed height and width."""
-    image = image_input(io) if preprocess is not None else None
+    image = image_input(io)
     if preprocess is None or image is None:
         return
     height, width = image.shape[2:]
